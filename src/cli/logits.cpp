@@ -1,0 +1,74 @@
+// `specula logits --model DIR --tokens 2,105,... [--json]`: one prefill of the given ids and the
+// softcapped logits of every position (DESIGN.md §5). JSON: {"logits": [[...], ...]}, one row per
+// input position. Text: one line per position with the input id and the argmax.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/token_list.h"
+#include "specula/kernels/softmax.h"
+#include "specula/model/target_model.h"
+
+namespace specula::cli {
+
+namespace {
+
+struct LogitsArgs {
+  std::string model;
+  std::string tokens;
+  bool json = false;
+  int threads = 0;
+  int64_t prefill_chunk = 512;
+};
+
+void run_logits(const LogitsArgs& a) {
+  const std::vector<int32_t> ids = parse_token_list(a.tokens);
+  TargetOptions opts;
+  opts.prefill_chunk = a.prefill_chunk;
+  auto model = TargetModel::load(a.model, opts);
+  ThreadPool pool(a.threads);
+  TargetCache cache = model->new_cache();
+  ForwardRequest req;
+  req.rows = OutputRows::All;
+  const ForwardOutput out = model->forward(cache, ids, req, pool);
+  if (a.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t r = 0; r < out.rows.size(); ++r) {
+      const float* row = out.logits_row(r);
+      rows.push_back(std::vector<float>(row, row + out.vocab_size));
+    }
+    const std::string text = nlohmann::json{{"logits", std::move(rows)}}.dump() + "\n";
+    std::fputs(text.c_str(), stdout);
+  } else {
+    for (size_t r = 0; r < out.rows.size(); ++r) {
+      const float* row = out.logits_row(r);
+      const int64_t best = argmax(row, out.vocab_size);
+      std::fputs(fmt::format("position {} token {} -> argmax {} logit {:.6g}\n", r, ids[r], best, row[best]).c_str(),
+                 stdout);
+    }
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void add_logits_command(CLI::App& app) {
+  auto args = std::make_shared<LogitsArgs>();
+  CLI::App* cmd = app.add_subcommand("logits", "prefill token ids and print the logits of every position");
+  cmd->add_option("--model", args->model, "target checkpoint directory")->required();
+  cmd->add_option("--tokens", args->tokens, "comma-separated token ids, e.g. 2,105,2364")->required();
+  cmd->add_flag("--json", args->json, "print {\"logits\": [[...], ...]} (one row per position)");
+  cmd->add_option("--threads", args->threads, "worker threads (0 = one per hardware thread)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--prefill-chunk", args->prefill_chunk, "rows per forward step (results do not depend on it)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->callback([args] { run_logits(*args); });
+}
+
+}  // namespace specula::cli

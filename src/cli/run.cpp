@@ -1,0 +1,115 @@
+// `specula run --model DIR --tokens IDS --max-tokens N [--ignore-eos] [--json] [--threads T]
+// [--prefill-chunk C]`: greedy generation on the target model (no tokenizer yet: ids in, ids out).
+// JSON: {"tokens": [...], "stats": {...}}; text: the ids on stdout and a stats line on stderr.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/run_speculative.h"
+#include "cli/token_list.h"
+#include "specula/model/generate.h"
+#include "specula/model/target_model.h"
+
+namespace specula::cli {
+
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::string tokens;
+  int64_t max_tokens = 128;
+  bool ignore_eos = false;
+  bool json = false;
+  int threads = 0;
+  int64_t prefill_chunk = 512;
+  int64_t max_context = 0;
+};
+
+void run_run(const RunArgs& a) {
+  const std::vector<int32_t> prompt = parse_token_list(a.tokens);
+  TargetOptions opts;
+  opts.prefill_chunk = a.prefill_chunk;
+  opts.max_context = a.max_context;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto model = TargetModel::load(a.model, opts);
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ThreadPool pool(a.threads);
+  TargetCache cache = model->new_cache();
+  GenerateOptions g;
+  g.max_tokens = a.max_tokens;
+  g.ignore_eos = a.ignore_eos;
+  const GenerateResult res = generate_greedy(*model, cache, prompt, g, pool);
+  const GenerateStats& s = res.stats;
+  if (a.json) {
+    nlohmann::json stats = {{"prompt_tokens", s.prompt_tokens},
+                            {"generated_tokens", s.generated_tokens},
+                            {"prefill_ms", s.prefill_ms},
+                            {"decode_ms", s.decode_ms},
+                            {"prefill_tok_per_s", s.prefill_tok_per_s()},
+                            {"decode_tok_per_s", s.decode_tok_per_s()},
+                            {"load_ms", load_ms},
+                            {"stop_reason", res.stop_reason},
+                            {"threads", pool.size()}};
+    const std::string text = nlohmann::json{{"tokens", res.tokens}, {"stats", stats}}.dump() + "\n";
+    std::fputs(text.c_str(), stdout);
+  } else {
+    std::string ids;
+    for (size_t i = 0; i < res.tokens.size(); ++i) ids += (i ? "," : "") + std::to_string(res.tokens[i]);
+    std::fputs((ids + "\n").c_str(), stdout);
+    std::fputs(fmt::format("load {:.1f} ms | prefill {} tokens, {:.1f} tok/s | decode {} tokens, {:.2f} tok/s | "
+                           "stop: {} | {} threads\n",
+                           load_ms, s.prompt_tokens, s.prefill_tok_per_s(), s.generated_tokens, s.decode_tok_per_s(),
+                           res.stop_reason, pool.size())
+                   .c_str(),
+               stderr);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  auto spec = std::make_shared<SpeculativeRunArgs>();
+  CLI::App* cmd = app.add_subcommand("run", "greedy generation from token ids");
+  cmd->add_option("--model", args->model, "target checkpoint directory")->required();
+  cmd->add_option("--tokens", args->tokens, "prompt as comma-separated token ids (starting with BOS 2)")->required();
+  cmd->add_option("--max-tokens", args->max_tokens, "maximum number of generated tokens")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  cmd->add_flag("--ignore-eos", args->ignore_eos, "do not stop at the EOS ids");
+  cmd->add_flag("--json", args->json, "print {\"tokens\": [...], \"stats\": {...}}");
+  cmd->add_option("--threads", args->threads, "worker threads (0 = one per hardware thread)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--prefill-chunk", args->prefill_chunk, "rows per prefill forward step")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--max-context", args->max_context,
+                  "context limit in tokens (0 = the model's max_position_embeddings)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  add_speculative_options(cmd, *spec);
+  cmd->callback([args, spec] {
+    // A draft source or sampling options hand over to the speculative / sampling path.
+    if (speculative_requested(*spec)) {
+      RunBasics b;
+      b.model = args->model;
+      b.tokens = args->tokens;
+      b.max_tokens = args->max_tokens;
+      b.ignore_eos = args->ignore_eos;
+      b.json = args->json;
+      b.threads = args->threads;
+      b.prefill_chunk = args->prefill_chunk;
+      b.max_context = args->max_context;
+      run_speculative(b, *spec);
+      return;
+    }
+    run_run(*args);
+  });
+}
+
+}  // namespace specula::cli

@@ -1,0 +1,123 @@
+#include "cli/run_speculative.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/token_list.h"
+#include "specula/model/target_model.h"
+#include "specula/spec/drafter.h"
+#include "specula/spec/speculative.h"
+#include "specula/util/error.h"
+
+namespace specula::cli {
+
+void add_speculative_options(CLI::App* cmd, SpeculativeRunArgs& a) {
+  cmd->add_option("--draft", a.draft, "speculative decoding: a drafter checkpoint directory, or 'lookup'");
+  cmd->add_option("--gamma", a.gamma, "drafts per round: N, or 'auto' (default) to choose each round");
+  cmd->add_option("--drafter-compat", a.drafter_compat,
+                  "drafter semantics: 'ollama' (default, scale 1, constant position) or 'mlx-bun'")
+      ->check(CLI::IsMember({"ollama", "mlx-bun"}));
+  cmd->add_option("--temperature", a.temperature, "sampling temperature (0 or absent = greedy)")
+      ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--top-k", a.top_k, "keep the k most likely tokens (0 = off)")->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--top-p", a.top_p, "nucleus sampling mass (1 = off)")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-p", a.min_p, "drop tokens below min_p * the top probability (0 = off)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--seed", a.seed, "sampling seed");
+  cmd->add_flag("--trace", a.trace, "with --json: list every verify round {drafts, accepted}");
+}
+
+bool speculative_requested(const SpeculativeRunArgs& a) {
+  return !a.draft.empty() || (a.temperature && *a.temperature > 0.0) || a.trace;
+}
+
+void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a) {
+  const std::vector<int32_t> prompt = parse_token_list(b.tokens);
+  SpeculativeOptions so;
+  so.max_tokens = b.max_tokens;
+  so.ignore_eos = b.ignore_eos;
+  so.trace = a.trace;
+  so.sampling.temperature = a.temperature.value_or(0.0);
+  if (a.top_k) so.sampling.top_k = *a.top_k;
+  if (a.top_p) so.sampling.top_p = *a.top_p;
+  if (a.min_p) so.sampling.min_p = *a.min_p;
+  so.sampling.seed = a.seed;
+  validate(so.sampling);
+  const bool has_draft = !a.draft.empty();
+  so.method = a.draft == "lookup" ? DraftMethod::Lookup : DraftMethod::Drafter;
+  so.gamma = parse_gamma_choice(a.gamma);
+  if (!has_draft) {  // plain decoding (sampling) through the same loop: rounds without drafts
+    so.method = DraftMethod::Lookup;
+    so.gamma = GammaChoice{};
+    so.gamma.fixed = 0;
+  }
+
+  TargetOptions opts;
+  opts.prefill_chunk = b.prefill_chunk;
+  opts.max_context = b.max_context;
+  const int64_t needed = so.gamma.automatic ? so.gamma.max_gamma : so.gamma.fixed;
+  opts.rollback_reserve = std::max<int64_t>(opts.rollback_reserve, needed);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto model = TargetModel::load(b.model, opts);
+  std::unique_ptr<Drafter> drafter;
+  if (has_draft && so.method == DraftMethod::Drafter)
+    drafter = Drafter::load(a.draft, *model, parse_drafter_convention(a.drafter_compat));
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ThreadPool pool(b.threads);
+  TargetCache cache = model->new_cache();
+  const SpeculativeResult res = generate_speculative(*model, cache, drafter.get(), prompt, so, pool);
+  const SpeculativeStats& s = res.stats;
+
+  if (b.json) {
+    nlohmann::json hist = nlohmann::json::object();
+    for (const auto& [g, n] : s.gamma_histogram) hist[std::to_string(g)] = n;
+    nlohmann::json stats = {{"prompt_tokens", s.prompt_tokens},
+                            {"generated_tokens", s.generated_tokens},
+                            {"prefill_ms", s.prefill_ms},
+                            {"decode_ms", s.decode_ms},
+                            {"draft_ms", s.draft_ms},
+                            {"verify_ms", s.verify_ms},
+                            {"decode_tok_per_s", s.decode_tok_per_s()},
+                            {"load_ms", load_ms},
+                            {"stop_reason", res.stop_reason},
+                            {"threads", pool.size()},
+                            {"draft", has_draft ? a.draft : std::string("none")},
+                            {"drafter_compat", a.drafter_compat},
+                            {"temperature", so.sampling.temperature},
+                            {"seed", so.sampling.seed},
+                            {"drafted", s.drafted},
+                            {"accepted", s.accepted},
+                            {"target_calls", s.target_calls},
+                            {"rounds", s.rounds},
+                            {"acceptance_rate", s.acceptance_rate()},
+                            {"mean_accepted_length", s.mean_accepted_length()},
+                            {"gamma_histogram", hist}};
+    nlohmann::json doc = {{"tokens", res.tokens}, {"stats", stats}};
+    if (a.trace) {
+      nlohmann::json rounds = nlohmann::json::array();
+      for (const auto& r : res.rounds) rounds.push_back({{"drafts", r.drafts}, {"accepted", r.accepted}});
+      doc["rounds"] = rounds;
+    }
+    const std::string text = doc.dump() + "\n";
+    std::fputs(text.c_str(), stdout);
+  } else {
+    std::string ids;
+    for (size_t i = 0; i < res.tokens.size(); ++i) ids += (i ? "," : "") + std::to_string(res.tokens[i]);
+    std::fputs((ids + "\n").c_str(), stdout);
+    std::fputs(fmt::format("load {:.1f} ms | prefill {} tokens | decode {} tokens, {:.2f} tok/s | drafted {}, "
+                           "accepted {} ({:.1f}%), target calls {} | stop: {} | {} threads\n",
+                           load_ms, s.prompt_tokens, s.generated_tokens, s.decode_tok_per_s(), s.drafted, s.accepted,
+                           100.0 * s.acceptance_rate(), s.target_calls, res.stop_reason, pool.size())
+                   .c_str(),
+               stderr);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace specula::cli

@@ -1,0 +1,46 @@
+#pragma once
+// The speculative-decoding and sampling options of `specula run` (--draft, --gamma,
+// --drafter-compat, --temperature, --top-k, --top-p, --min-p, --seed, --trace) and the run that
+// uses them. run.cpp registers the options on its subcommand and hands over when any is used.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace specula::cli {
+
+struct SpeculativeRunArgs {
+  std::string draft;                  // drafter checkpoint directory, "lookup", or empty (none)
+  std::string gamma = "auto";         // N or "auto"
+  std::string drafter_compat = "ollama";
+  std::optional<double> temperature;  // absent = greedy
+  std::optional<int> top_k;
+  std::optional<double> top_p;
+  std::optional<double> min_p;
+  uint64_t seed = 0;
+  bool trace = false;
+};
+
+// The plain-run arguments run.cpp already has.
+struct RunBasics {
+  std::string model;
+  std::string tokens;
+  int64_t max_tokens = 128;
+  bool ignore_eos = false;
+  bool json = false;
+  int threads = 0;
+  int64_t prefill_chunk = 512;
+  int64_t max_context = 0;
+};
+
+void add_speculative_options(CLI::App* cmd, SpeculativeRunArgs& args);
+
+// True when the run needs this path: a draft source or sampling.
+bool speculative_requested(const SpeculativeRunArgs& args);
+
+// Generates with the draft source (or plain sampling when there is none) and prints like
+// `specula run`, plus the speculative statistics (and the rounds with --trace) in --json.
+void run_speculative(const RunBasics& basics, const SpeculativeRunArgs& args);
+
+}  // namespace specula::cli

@@ -1,0 +1,113 @@
+// `specula synth`: writes a synthetic checkpoint (random weights, real layout) and optionally its
+// matching "-assistant" drafter.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "specula/synth/plan.h"
+#include "specula/synth/presets.h"
+#include "specula/synth/writer.h"
+#include "specula/util/progress.h"
+
+namespace specula::cli {
+
+namespace {
+
+struct SynthArgs {
+  std::string preset;
+  std::string out;
+  uint64_t seed = 0;
+  int bits = 0;  // 0 = not quantized
+  int group_size = 64;
+  std::string dtype = "bf16";
+  std::string naming;
+  int64_t vocab = 0;  // 0 = the preset's
+  std::string drafter_dir;
+  uint64_t max_shard_bytes = 5'000'000'000ull;
+  bool progress = false;
+};
+
+std::string quant_text(const synth::SynthOptions& o) {
+  std::string s = o.quant ? fmt::format("{}-bit group {}", o.quant->bits, o.quant->group_size)
+                          : std::string(o.dtype == DType::F32 ? "f32" : "bf16");
+  return s + fmt::format(", {} naming", synth::naming_name(o.resolved_naming()));
+}
+
+void run_synth(const SynthArgs& a, bool group_given) {
+  if (group_given && a.bits == 0) {
+    throw CLI::ValidationError("--group-size", "needs --bits (the group size only applies to quantized weights)");
+  }
+  synth::SynthOptions o;
+  o.preset = a.preset;
+  o.seed = a.seed;
+  o.dtype = a.dtype == "f32" ? DType::F32 : DType::BF16;
+  if (a.bits != 0) o.quant = QuantSpec{a.bits, a.group_size, "affine"};
+  if (!a.naming.empty()) o.naming = a.naming == "hf" ? synth::Naming::Hf : synth::Naming::Mlx;
+  if (a.vocab != 0) o.vocab = a.vocab;
+  synth::validate_options(o);
+
+  // Plan both before writing either, so a drafter that cannot exist (vocab not a multiple of its
+  // centroids) fails before gigabytes are written.
+  const synth::CheckpointPlan target = synth::plan_target(o);
+  std::unique_ptr<synth::CheckpointPlan> drafter;
+  if (!a.drafter_dir.empty()) drafter = std::make_unique<synth::CheckpointPlan>(synth::plan_drafter(o));
+
+  synth::WriteCheckpointOptions wo;
+  wo.max_shard_bytes = a.max_shard_bytes;
+  wo.progress = true;  // drawn only on a terminal
+  wo.force_progress = a.progress;
+  wo.progress_label = "target";
+  const synth::WrittenCheckpoint t = synth::write_checkpoint(target, a.out, wo);
+  std::printf("wrote %s: preset %s (%s), seed %llu, %zu tensors, %s in %zu file(s)\n", a.out.c_str(),
+              a.preset.c_str(), quant_text(o).c_str(), static_cast<unsigned long long>(a.seed), t.tensor_count,
+              format_bytes(t.tensor_bytes).c_str(), t.weight_files.size());
+  if (drafter) {
+    wo.progress_label = "drafter";
+    const synth::WrittenCheckpoint d = synth::write_checkpoint(*drafter, a.drafter_dir, wo);
+    std::printf("wrote %s: %s drafter for %s (bf16, %s head), %zu tensors, %s in %zu file(s)\n",
+                a.drafter_dir.c_str(), drafter->config.value("model_type", std::string("?")).c_str(),
+                a.preset.c_str(), drafter->config.value("use_ordered_embeddings", false) ? "centroid" : "dense",
+                d.tensor_count, format_bytes(d.tensor_bytes).c_str(), d.weight_files.size());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void add_synth_command(CLI::App& app) {
+  auto args = std::make_shared<SynthArgs>();
+  CLI::App* cmd = app.add_subcommand("synth", "write a synthetic checkpoint (random weights, real Gemma 4 layout)");
+  const auto names = synth::preset_names();
+  cmd->add_option("--preset", args->preset, fmt::format("model geometry: {}", fmt::join(names, ", ")))
+      ->required()
+      ->check(CLI::IsMember(names));
+  cmd->add_option("--out", args->out, "output directory (created; earlier model*.safetensors in it are replaced)")
+      ->required();
+  cmd->add_option("--seed", args->seed, "random seed (same seed, same bytes)")->capture_default_str();
+  cmd->add_option("--bits", args->bits, "MLX affine quantization bits (2, 3, 4, 5, 6, 8); default: unquantized")
+      ->check(CLI::IsMember({2, 3, 4, 5, 6, 8}));
+  CLI::Option* group = cmd->add_option("--group-size", args->group_size, "quantization group size (32, 64, 128)")
+                           ->check(CLI::IsMember({32, 64, 128}))
+                           ->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "dense weight dtype (and of scales/biases when quantized)")
+      ->check(CLI::IsMember({"bf16", "f32"}))
+      ->capture_default_str();
+  cmd->add_option("--naming", args->naming,
+                  "tensor naming: hf (model.language_model.*, fused experts) or mlx (language_model.model.*, "
+                  "switch_glu experts); default mlx when quantized, else hf")
+      ->check(CLI::IsMember({"hf", "mlx"}));
+  cmd->add_option("--vocab", args->vocab, "vocabulary size (default: the preset's)")->check(CLI::PositiveNumber);
+  cmd->add_option("--drafter", args->drafter_dir, "also write the matching -assistant drafter (bf16) here");
+  cmd->add_option("--max-shard-bytes", args->max_shard_bytes,
+                  "split the weights into model-0000N-of-0000M.safetensors shards above this size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--progress", args->progress, "draw the progress bar even when stderr is not a terminal");
+  cmd->callback([args, group] { run_synth(*args, group->count() > 0); });
+}
+
+}  // namespace specula::cli

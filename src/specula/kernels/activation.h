@@ -1,0 +1,19 @@
+#pragma once
+// Elementwise activations (SPEC §5.1, HF-ref in f32 with exact constants).
+#include <cstdint>
+
+namespace specula {
+
+// gelu_pytorch_tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+float gelu_tanh(float x);
+
+// out[i] = gelu_tanh(gate[i]) * up[i]  (the GeGLU product); out may alias gate or up.
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
+
+// x[i] = gelu_tanh(x[i]).
+void gelu_tanh_inplace(float* x, int64_t n);
+
+// Final logit soft-capping: x[i] = cap * tanh(x[i] / cap).
+void softcap_inplace(float* x, int64_t n, float cap);
+
+}  // namespace specula

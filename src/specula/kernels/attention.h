@@ -1,0 +1,58 @@
+#pragma once
+// Scaled dot-product attention of query rows over a K/V store addressed by ABSOLUTE position
+// (SPEC §5.1, Part I #2 and #4). Gemma 4: scale 1.0, GQA (query head h reads KV head
+// h / (heads / kv_heads)), causal, and on sliding layers a window: the query at position p sees
+// keys p-W+1 .. p.
+//
+// Every (query row, head) is computed alone: scores in ascending key position, softmax with its
+// sum in that order, and the weighted V sum in the same order. The visible key set is a function
+// of the query position only, so a row's bytes are identical whether its keys were written by a
+// prefill chunk of any size or by single-token decode steps, and for any thread count.
+#include <cstdint>
+
+#include "specula/util/thread_pool.h"
+
+namespace specula {
+
+// Where the K and V rows of absolute position p live. Position p maps to physical row
+// r = (wrap > 0 ? p % wrap : p), stored in block r / block_rows at offset (r % block_rows) * row_stride.
+// One row holds kv_heads * head_dim floats ([kv_head][dim]).
+struct KvStoreView {
+  const float* const* k_blocks = nullptr;
+  const float* const* v_blocks = nullptr;
+  int64_t block_rows = 0;
+  int64_t wrap = 0;        // ring capacity; 0 = linear storage
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+
+  int64_t row_stride() const { return kv_heads * head_dim; }
+  const float* k_row(int64_t pos) const { return locate(k_blocks, pos); }
+  const float* v_row(int64_t pos) const { return locate(v_blocks, pos); }
+
+ private:
+  const float* locate(const float* const* blocks, int64_t pos) const {
+    const int64_t r = wrap > 0 ? pos % wrap : pos;
+    return blocks[r / block_rows] + (r % block_rows) * row_stride();
+  }
+};
+
+struct AttentionParams {
+  int64_t heads = 0;          // query heads; a multiple of kv.kv_heads
+  float scale = 1.0f;
+  int64_t window = 0;         // sliding window W (0 = full causal attention)
+};
+
+// q: rows x [heads][head_dim] (row stride ld_q); out: rows x [heads][head_dim] (row stride ld_out).
+// Query row r sits at absolute position first_position + r. Every key position the rows can see
+// must be present in `kv`. Parallel over (row, head) pairs.
+void attention(const float* q, int64_t rows, int64_t ld_q, int64_t first_position, const KvStoreView& kv,
+               const AttentionParams& params, float* out, int64_t ld_out, ThreadPool& pool);
+
+// The first key position visible from a query at `position` (window 0 = no window).
+inline int64_t attention_first_key(int64_t position, int64_t window) {
+  if (window <= 0) return 0;
+  const int64_t lo = position - window + 1;
+  return lo > 0 ? lo : 0;
+}
+
+}  // namespace specula

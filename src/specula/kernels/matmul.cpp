@@ -1,0 +1,106 @@
+#include "specula/kernels/matmul.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "specula/kernels/isa.h"
+#include "specula/kernels/matmul_kernels.h"
+#include "specula/kernels/quant.h"
+#include "specula/util/error.h"
+
+namespace specula {
+
+namespace detail {
+
+// Scalar kernel: one dequantized W row (read once) serves every X row; per element the same
+// k-ascending f32 sum as the reference, so it is bitwise equal to it.
+void matmul_scalar(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y,
+                   int64_t ldy, ThreadPool& pool) {
+  const int64_t k = w.cols;
+  pool.parallel_for(w.rows, kMatmulGrain, [&](int, int64_t n0, int64_t n1) {
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(k));
+    for (int64_t n = n0; n < n1; ++n) {
+      dequantize_row(w, n, row.data());
+      for (int64_t i = 0; i < m; ++i) {
+        const float* xi = x + i * ldx;
+        float acc = 0.0f;
+        for (int64_t j = 0; j < k; ++j) acc += xi[j] * row[j];
+        y[i * ldy + n] = acc;
+      }
+    }
+  });
+}
+
+}  // namespace detail
+
+namespace {
+
+void validate(int64_t m, int64_t ldx, const WeightMatrix& w, int64_t ldy) {
+  if (m < 0) fail("matmul: negative row count {}", m);
+  if (w.rows < 0 || w.cols < 0) fail("matmul: weight shape [{}, {}] is negative", w.rows, w.cols);
+  if (ldx < w.cols) fail("matmul: x row stride {} is smaller than K = {}", ldx, w.cols);
+  if (ldy < w.rows) fail("matmul: y row stride {} is smaller than N = {}", ldy, w.rows);
+  if (w.rows > 0 && w.cols > 0 && w.data == nullptr) fail("matmul: weight [{}, {}] has no data", w.rows, w.cols);
+  if (w.format != WeightFormat::Affine) return;
+  if (!is_supported_bits(w.bits)) fail("matmul: {} quantization bits not supported (2,3,4,5,6,8)", w.bits);
+  if (!is_supported_group_size(w.group_size)) {
+    fail("matmul: group size {} not supported (32, 64, 128)", w.group_size);
+  }
+  if (w.cols % w.group_size != 0 || (w.cols * w.bits) % 32 != 0) {
+    fail("matmul: K = {} is not a multiple of group size {} (and of 32-bit words)", w.cols, w.group_size);
+  }
+  if (w.scale_dtype != DType::BF16 && w.scale_dtype != DType::F16 && w.scale_dtype != DType::F32) {
+    fail("matmul: scale dtype {} not supported (BF16, F16, F32)", dtype_name(w.scale_dtype));
+  }
+  if (w.rows > 0 && w.cols > 0 && (w.scales == nullptr || w.biases == nullptr)) {
+    fail("matmul: quantized weight [{}, {}] lacks scales or biases", w.rows, w.cols);
+  }
+}
+
+}  // namespace
+
+void matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
+            ThreadPool& pool) {
+  validate(m, ldx, w, ldy);
+  if (m == 0 || w.rows == 0) return;
+  if (w.cols == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(y + i * ldy, y + i * ldy + w.rows, 0.0f);
+    return;
+  }
+  const Isa isa = active_isa();
+#if defined(SPECULA_X86)
+  if (isa == Isa::Avx512 || isa == Isa::Avx2) {
+    // Scratch lives in the calling thread and is reused across calls (decode issues many).
+    thread_local std::vector<float> x_perm, x_group_sums, worker_rows;
+    detail::MatmulJob job;
+    job.x = x;
+    job.m = m;
+    job.ldx = ldx;
+    job.w = &w;
+    job.y = y;
+    job.ldy = ldy;
+    job.xk = x;
+    job.ldxk = ldx;
+    if (w.format == WeightFormat::Affine) {
+      job.groups = w.groups_per_row();
+      job.groups_padded = detail::padded_groups(w);
+      if (w.bits == 4) x_perm.resize(static_cast<size_t>(m * w.cols));  // only 4-bit reorders X
+      x_group_sums.assign(static_cast<size_t>(m * job.groups_padded), 0.0f);
+      worker_rows.assign(static_cast<size_t>(pool.size() * 2 * job.groups_padded), 0.0f);
+      job.x_perm = x_perm.data();
+      job.x_group_sums = x_group_sums.data();
+      job.worker_rows = worker_rows.data();
+    }
+    const bool wide = isa == Isa::Avx512;
+    (wide ? detail::matmul_avx512_prepare : detail::matmul_avx2_prepare)(job);
+    const auto rows = wide ? detail::matmul_avx512_rows : detail::matmul_avx2_rows;
+    pool.parallel_for(w.rows, detail::kMatmulGrain,
+                      [&](int worker, int64_t n0, int64_t n1) { rows(job, worker, n0, n1); });
+    return;
+  }
+#endif
+  detail::matmul_scalar(x, m, ldx, w, y, ldy, pool);
+}
+
+}  // namespace specula

@@ -1,0 +1,130 @@
+#include "specula/model/kv_cache.h"
+
+#include <algorithm>
+
+#include "specula/util/error.h"
+
+namespace specula {
+
+KvCache KvCache::full(int64_t kv_heads, int64_t head_dim, int64_t block_positions) {
+  if (kv_heads <= 0 || head_dim <= 0 || block_positions <= 0)
+    fail("KV cache: invalid geometry ({} KV heads, head dim {}, block {})", kv_heads, head_dim, block_positions);
+  KvCache c;
+  c.kv_heads_ = kv_heads;
+  c.head_dim_ = head_dim;
+  c.block_positions_ = block_positions;
+  return c;
+}
+
+KvCache KvCache::ring(int64_t kv_heads, int64_t head_dim, int64_t window, int64_t extra) {
+  if (kv_heads <= 0 || head_dim <= 0) fail("KV cache: invalid geometry ({} KV heads, head dim {})", kv_heads, head_dim);
+  if (window <= 0) fail("KV cache: sliding window {} must be positive", window);
+  if (extra < 0) fail("KV cache: ring extra capacity {} must be >= 0", extra);
+  KvCache c;
+  c.kv_heads_ = kv_heads;
+  c.head_dim_ = head_dim;
+  c.window_ = window;
+  c.capacity_ = window + extra;
+  c.block_positions_ = c.capacity_;
+  return c;
+}
+
+int64_t KvCache::max_write() const {
+  // The first written query needs keys back to (its position - W + 1) while the last one is written.
+  return is_ring() ? capacity_ - window_ + 1 : INT64_MAX;
+}
+
+void KvCache::reserve_write(int64_t count) {
+  if (count <= 0) return;
+  if (is_ring()) {
+    if (count > max_write())
+      fail("KV cache: a forward of {} positions exceeds the sliding-window ring's limit of {} (window {} + "
+           "extra {}); use a smaller chunk",
+           count, max_write(), window_, capacity_ - window_);
+    if (storage_.empty()) {
+      const auto n = static_cast<size_t>(capacity_ * row_floats());
+      storage_.push_back(std::make_unique<float[]>(n));
+      storage_.push_back(std::make_unique<float[]>(n));
+      k_blocks_.push_back(storage_[0].get());
+      v_blocks_.push_back(storage_[1].get());
+    }
+    // Writing positions up to offset+count-1 overwrites everything older than that minus capacity.
+    oldest_ = std::max(oldest_, offset_ + count - capacity_);
+    return;
+  }
+  const int64_t needed_blocks = (offset_ + count + block_positions_ - 1) / block_positions_;
+  while (static_cast<int64_t>(k_blocks_.size()) < needed_blocks) {
+    const auto n = static_cast<size_t>(block_positions_ * row_floats());
+    storage_.push_back(std::make_unique<float[]>(n));
+    k_blocks_.push_back(storage_.back().get());
+    storage_.push_back(std::make_unique<float[]>(n));
+    v_blocks_.push_back(storage_.back().get());
+  }
+}
+
+float* KvCache::slot(std::vector<float*>& blocks, int64_t pos) {
+  const int64_t r = is_ring() ? pos % capacity_ : pos;
+  return blocks[static_cast<size_t>(r / block_positions_)] + (r % block_positions_) * row_floats();
+}
+
+float* KvCache::k_slot(int64_t pos) { return slot(k_blocks_, pos); }
+float* KvCache::v_slot(int64_t pos) { return slot(v_blocks_, pos); }
+
+void KvCache::advance(int64_t count) { offset_ += count; }
+
+int64_t KvCache::max_rollback() const {
+  if (!is_ring()) return offset_;
+  // After rolling back to o, the positions [max(0, o - W), o) must still be intact.
+  if (oldest_ <= 0) return offset_;
+  return std::max<int64_t>(0, offset_ - window_ - oldest_);
+}
+
+void KvCache::rollback(int64_t n) {
+  if (n < 0) fail("KV cache: cannot roll back a negative count ({})", n);
+  if (n > offset_) fail("KV cache: cannot roll back {} positions, only {} are cached", n, offset_);
+  if (n > max_rollback())
+    fail("KV cache: cannot roll back {} positions at offset {}: the sliding-window ring (window {}, extra {}) "
+         "keeps only {} positions of rollback history",
+         n, offset_, window_, capacity_ - window_, max_rollback());
+  offset_ -= n;
+}
+
+void KvCache::reset() {
+  offset_ = 0;
+  oldest_ = 0;
+}
+
+int64_t KvCache::view_begin() const { return is_ring() ? std::max<int64_t>(0, offset_ - window_) : 0; }
+
+void KvCache::check_readable(int64_t pos) const {
+  if (pos < oldest_ || pos >= offset_)
+    fail("KV cache: position {} is not readable (retained positions are [{}, {}))", pos, oldest_, offset_);
+}
+
+const float* KvCache::k_row(int64_t pos) const {
+  check_readable(pos);
+  return const_cast<KvCache*>(this)->k_slot(pos);
+}
+
+const float* KvCache::v_row(int64_t pos) const {
+  check_readable(pos);
+  return const_cast<KvCache*>(this)->v_slot(pos);
+}
+
+KvStoreView KvCache::view() const {
+  KvStoreView v;
+  v.k_blocks = k_blocks_.data();
+  v.v_blocks = v_blocks_.data();
+  v.block_rows = block_positions_;
+  v.wrap = capacity_;
+  v.kv_heads = kv_heads_;
+  v.head_dim = head_dim_;
+  return v;
+}
+
+uint64_t KvCache::allocated_bytes() const {
+  return static_cast<uint64_t>(k_blocks_.size() + v_blocks_.size()) * static_cast<uint64_t>(block_positions_) *
+         static_cast<uint64_t>(row_floats()) * sizeof(float);
+}
+
+}  // namespace specula

@@ -1,0 +1,83 @@
+#pragma once
+// One layer's K/V store, addressed by absolute position (SPEC §6, Part I #4).
+//  * Full-attention layers: storage grows in blocks of positions; nothing is ever copied.
+//  * Sliding-window layers: a ring of capacity W + extra (extra >= the rollback reserve and >= the
+//    largest forward chunk - 1), position p living in row p % capacity. Because every position
+//    keeps its identity, rollback is a change of `offset` only and stays valid at any context
+//    length for up to `extra` positions, and the newest min(offset, W) keys can be read in
+//    chronological order without copying (the drafter's view).
+// Rows are stored after k_norm + RoPE (K) and v_norm (V), f32, layout [kv_head][head_dim].
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "specula/kernels/attention.h"
+
+namespace specula {
+
+class KvCache {
+ public:
+  // A growing cache for a full-attention layer.
+  static KvCache full(int64_t kv_heads, int64_t head_dim, int64_t block_positions = 256);
+  // A ring for a sliding-window layer of window `window`, holding window + extra positions.
+  static KvCache ring(int64_t kv_heads, int64_t head_dim, int64_t window, int64_t extra);
+
+  bool is_ring() const { return capacity_ > 0; }
+  int64_t window() const { return window_; }        // 0 for full caches
+  int64_t capacity() const { return capacity_; }    // ring positions; 0 for full caches
+  int64_t kv_heads() const { return kv_heads_; }
+  int64_t head_dim() const { return head_dim_; }
+  int64_t row_floats() const { return kv_heads_ * head_dim_; }
+
+  // Number of positions committed: keys [0, offset) have been written (the ring keeps the newest).
+  int64_t offset() const { return offset_; }
+
+  // Largest number of positions one forward may write at once (the ring must keep the window of
+  // the first of them while the last is written).
+  int64_t max_write() const;
+
+  // Prepares storage for positions [offset, offset + count) and returns nothing; rows are then
+  // filled through k_slot / v_slot, read by attention through view(), and committed by advance().
+  void reserve_write(int64_t count);
+  float* k_slot(int64_t pos);
+  float* v_slot(int64_t pos);
+  void advance(int64_t count);
+
+  // Forgets the newest n positions. Throws if n > offset, or if the ring has already overwritten
+  // keys that the new offset's window (the last min(offset - n, W) positions) needs.
+  void rollback(int64_t n);
+  // Largest n rollback() accepts right now.
+  int64_t max_rollback() const;
+  void reset();
+
+  // The drafter's chronological view: positions [view_begin(), offset()), i.e. the newest
+  // min(offset, W) keys on ring caches and all keys on full caches.
+  int64_t view_begin() const;
+  // Rows of a committed position inside [oldest retained, offset); throws outside.
+  const float* k_row(int64_t pos) const;
+  const float* v_row(int64_t pos) const;
+
+  // The store as the attention kernel reads it (valid until the next reserve_write).
+  KvStoreView view() const;
+
+  // Bytes currently allocated for K and V.
+  uint64_t allocated_bytes() const;
+
+ private:
+  KvCache() = default;
+  float* slot(std::vector<float*>& blocks, int64_t pos);
+  void check_readable(int64_t pos) const;
+
+  int64_t kv_heads_ = 0;
+  int64_t head_dim_ = 0;
+  int64_t window_ = 0;
+  int64_t capacity_ = 0;         // ring only
+  int64_t block_positions_ = 0;  // positions per block
+  int64_t offset_ = 0;
+  int64_t oldest_ = 0;           // oldest position whose rows are still intact (ring overwrites)
+  std::vector<std::unique_ptr<float[]>> storage_;
+  std::vector<float*> k_blocks_;
+  std::vector<float*> v_blocks_;
+};
+
+}  // namespace specula

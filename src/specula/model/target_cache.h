@@ -1,0 +1,53 @@
+#pragma once
+// The KV state of one target-model sequence: a cache per KV donor layer (SPEC §6.1), full
+// layers growing, sliding layers as rings (kv_cache.h). KV-shared layers own nothing and read the
+// cache of their donor (the last donor of the same type). All caches move together: one offset.
+#include <cstdint>
+#include <vector>
+
+#include "specula/io/config.h"
+#include "specula/model/kv_cache.h"
+
+namespace specula {
+
+struct CacheOptions {
+  // Rollback guaranteed at any context length for up to this many positions (>= the largest
+  // speculative gamma the caller will use).
+  int64_t rollback_reserve = 16;
+  // Largest number of positions one forward step writes (the prefill chunk). Rings are sized to
+  // W + max(rollback_reserve, max_chunk - 1).
+  int64_t max_chunk = 512;
+};
+
+class TargetCache {
+ public:
+  TargetCache(const TargetConfig& config, const CacheOptions& options);
+
+  int64_t offset() const { return offset_; }
+  const CacheOptions& options() const { return options_; }
+
+  // The cache layer `layer` reads (its own for donors, its donor's for sharers).
+  KvCache& for_layer(int layer);
+  const KvCache& for_layer(int layer) const;
+  // Whether `layer` writes to its cache (donor) or only reads it (sharer).
+  bool owns(int layer) const;
+
+  // Forgets the newest n positions on every cache. Throws (changing nothing) if any cache cannot.
+  void rollback(int64_t n);
+  int64_t max_rollback() const;
+  void reset();
+
+  // Used by the forward pass after it has written `count` positions to every donor cache.
+  void advance(int64_t count);
+
+  uint64_t allocated_bytes() const;
+
+ private:
+  CacheOptions options_;
+  std::vector<KvCache> caches_;     // donors only
+  std::vector<int> cache_of_layer_; // index into caches_ for every layer
+  std::vector<bool> owns_;
+  int64_t offset_ = 0;
+};
+
+}  // namespace specula

@@ -1,0 +1,72 @@
+#pragma once
+// The target checkpoint's tensors as the forward pass uses them: matrices are views of the mapped
+// (dense or affine-quantized) weights, never copies; the small vectors (norm weights, scalars,
+// router scales) are widened to f32 once at load.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "specula/io/checkpoint.h"
+#include "specula/kernels/rope.h"
+#include "specula/kernels/weight_matrix.h"
+
+namespace specula {
+
+struct TargetLayerWeights {
+  LayerGeometry geometry;
+  RopeFrequencies rope;
+
+  // Attention
+  WeightMatrix q_proj, o_proj;
+  std::optional<WeightMatrix> k_proj, v_proj;  // donors; v absent on k_eq_v layers
+  std::vector<float> q_norm, k_norm;           // k_norm: donors only
+  std::vector<float> input_layernorm, post_attention_layernorm;
+
+  // Dense feed-forward (the dense branch on MoE layers)
+  std::vector<float> pre_feedforward_layernorm, post_feedforward_layernorm;
+  WeightMatrix gate_proj, up_proj, down_proj;
+
+  // MoE
+  bool moe = false;
+  WeightMatrix router_proj;                       // [E, H]
+  std::vector<float> router_scale;                // [H]
+  std::vector<float> router_per_expert_scale;     // [E]
+  std::vector<WeightMatrix> expert_gate, expert_up, expert_down;  // one per expert
+  std::vector<float> pre_feedforward_layernorm_2, post_feedforward_layernorm_1, post_feedforward_layernorm_2;
+
+  // Per-layer input (PLE)
+  bool ple = false;
+  WeightMatrix per_layer_input_gate;   // [W, H]
+  WeightMatrix per_layer_projection;   // [H, W]
+  std::vector<float> post_per_layer_input_norm;
+
+  float layer_scalar = 1.0f;
+};
+
+struct TargetWeights {
+  int64_t hidden_size = 0;
+  int64_t vocab_size = 0;
+  WeightMatrix embed_tokens;      // [V, H]
+  WeightMatrix lm_head;           // the tied embedding unless the checkpoint has lm_head
+  std::vector<float> final_norm;
+  float embed_scale = 1.0f;       // bf16(sqrt(H)) (SPEC Part I #1)
+
+  // PLE
+  int64_t ple_width = 0;          // hidden_size_per_layer_input (0 = none)
+  int64_t ple_vocab = 0;
+  WeightMatrix embed_tokens_per_layer;      // [V_ple, NL*W]
+  WeightMatrix per_layer_model_projection;  // [NL*W, H]
+  std::vector<float> per_layer_projection_norm;
+
+  std::vector<TargetLayerWeights> layers;
+
+  uint64_t streamed_bytes_per_token() const;  // bytes of every matrix a decode step reads
+};
+
+// Builds the views; throws naming the tensor when a vector has an unusable dtype or length.
+TargetWeights make_target_weights(const TargetCheckpoint& checkpoint);
+
+// A 1-D tensor (BF16, F16 or F32) widened to f32.
+std::vector<float> tensor_to_f32(const TensorView& tensor);
+
+}  // namespace specula

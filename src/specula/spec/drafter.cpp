@@ -1,0 +1,279 @@
+#include "specula/spec/drafter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "specula/kernels/activation.h"
+#include "specula/kernels/attention_key_range.h"
+#include "specula/kernels/matmul.h"
+#include "specula/kernels/quant.h"
+#include "specula/kernels/rms_norm.h"
+#include "specula/kernels/softmax.h"
+#include "specula/model/target_weights.h"
+#include "specula/util/error.h"
+
+namespace specula {
+
+const char* drafter_convention_name(DrafterConvention c) {
+  return c == DrafterConvention::Ollama ? "ollama" : "mlx-bun";
+}
+
+DrafterConvention parse_drafter_convention(const std::string& name) {
+  if (name == "ollama") return DrafterConvention::Ollama;
+  if (name == "mlx-bun") return DrafterConvention::MlxBun;
+  fail("unknown drafter convention '{}' (expected 'ollama' or 'mlx-bun')", name);
+}
+
+std::vector<DraftCandidate> DraftStep::top(size_t n) const {
+  std::vector<DraftCandidate> all(candidate_ids.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = {candidate_ids[i], candidate_scores[i]};
+  n = std::min(n, all.size());
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), all.end(),
+                    [](const DraftCandidate& a, const DraftCandidate& b) {
+                      return a.score != b.score ? a.score > b.score : a.id < b.id;
+                    });
+  all.resize(n);
+  return all;
+}
+
+struct Drafter::Layer {
+  LayerGeometry geometry;
+  RopeFrequencies rope;
+  float scale = 1.0f;
+  WeightMatrix q_proj, o_proj, gate_proj, up_proj, down_proj;
+  std::vector<float> q_norm, input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
+      post_feedforward_layernorm;
+  float layer_scalar = 1.0f;
+};
+
+struct Drafter::Workspace {
+  std::vector<float> concat, x, normed, q, attn, branch, gate, up, cos, sin, gathered, centroid_scores;
+  std::vector<int64_t> top;
+};
+
+namespace {
+
+std::vector<float> vector_of(const TensorView* t, int64_t length, const std::string& what) {
+  if (t == nullptr) fail("drafter tensor {} is missing", what);
+  std::vector<float> v = tensor_to_f32(*t);
+  if (static_cast<int64_t>(v.size()) != length)
+    fail("drafter tensor {} has {} values, expected {}", t->name, v.size(), length);
+  return v;
+}
+
+}  // namespace
+
+std::unique_ptr<Drafter> Drafter::load(const std::string& dir, const TargetModel& target,
+                                       DrafterConvention convention) {
+  auto ck = std::make_unique<DrafterCheckpoint>(load_drafter(dir));
+  return std::make_unique<Drafter>(std::move(ck), target, convention);
+}
+
+Drafter::~Drafter() = default;
+
+Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetModel& target,
+                 DrafterConvention convention)
+    : checkpoint_(std::move(checkpoint)), target_(target), convention_(convention), ws_(std::make_unique<Workspace>()) {
+  const DrafterCheckpoint& ck = *checkpoint_;
+  const DrafterConfig& cfg = ck.config;
+  const std::vector<std::string> problems = check_drafter_compat(target.config(), cfg);
+  if (!problems.empty()) {
+    std::string msg = fmt::format("drafter {} does not fit target {}:", ck.dir, target.checkpoint().dir);
+    for (const auto& p : problems) msg += "\n  - " + p;
+    throw Error(msg);
+  }
+  hidden_ = cfg.text.hidden_size;
+  backbone_ = cfg.backbone_hidden_size;
+  vocab_ = cfg.text.vocab_size;
+  eps_ = static_cast<float>(cfg.text.rms_norm_eps);
+  sliding_donor_ = target.config().last_sliding_donor;
+  full_donor_ = target.config().last_full_donor;
+
+  pre_projection_ = weight_matrix(ck.pre_projection);
+  post_projection_ = weight_matrix(ck.post_projection);
+  embed_tokens_ = weight_matrix(ck.lm_head && !ck.centroid_head ? *ck.lm_head : ck.embed_tokens);
+  if (pre_projection_.rows != hidden_ || pre_projection_.cols != 2 * backbone_)
+    fail("drafter {}: pre_projection is [{}, {}], expected [{}, {}]", ck.dir, pre_projection_.rows,
+         pre_projection_.cols, hidden_, 2 * backbone_);
+  if (post_projection_.rows != backbone_ || post_projection_.cols != hidden_)
+    fail("drafter {}: post_projection is [{}, {}], expected [{}, {}]", ck.dir, post_projection_.rows,
+         post_projection_.cols, backbone_, hidden_);
+  if (embed_tokens_.rows != vocab_ || embed_tokens_.cols != hidden_)
+    fail("drafter {}: the head table is [{}, {}], expected [{}, {}]", ck.dir, embed_tokens_.rows, embed_tokens_.cols,
+         vocab_, hidden_);
+  final_norm_ = vector_of(ck.final_norm, hidden_, "model.norm.weight");
+
+  if (ck.centroid_head) {
+    if (!ck.centroids || ck.token_ordering == nullptr)
+      fail("drafter {}: the centroid head needs masked_embedding.centroids and masked_embedding.token_ordering", ck.dir);
+    centroids_ = weight_matrix(*ck.centroids);
+    clusters_ = cfg.num_centroids;
+    top_clusters_ = cfg.centroid_intermediate_top_k;
+    if (clusters_ <= 0 || vocab_ % clusters_ != 0 || centroids_.rows != clusters_ || top_clusters_ <= 0 ||
+        top_clusters_ > clusters_)
+      fail("drafter {}: centroid head geometry invalid (num_centroids {}, centroids rows {}, top_k {}, vocab {})",
+           ck.dir, clusters_, centroids_.rows, top_clusters_, vocab_);
+    cluster_size_ = vocab_ / clusters_;
+    const TensorView& ord = *ck.token_ordering;
+    if (ord.numel() != vocab_)
+      fail("drafter {}: masked_embedding.token_ordering has {} entries, expected {}", ck.dir, ord.numel(), vocab_);
+    token_ordering_.resize(static_cast<size_t>(vocab_));
+    for (int64_t i = 0; i < vocab_; ++i) {
+      int64_t v = 0;
+      if (ord.dtype == DType::I64) {
+        std::memcpy(&v, ord.data + i * 8, 8);
+      } else if (ord.dtype == DType::I32) {
+        int32_t w = 0;
+        std::memcpy(&w, ord.data + i * 4, 4);
+        v = w;
+      } else {
+        fail("drafter {}: masked_embedding.token_ordering must be int64 or int32", ck.dir);
+      }
+      if (v < 0 || v >= vocab_)
+        fail("drafter {}: masked_embedding.token_ordering[{}] = {} is outside [0, {})", ck.dir, i, v, vocab_);
+      token_ordering_[static_cast<size_t>(i)] = static_cast<int32_t>(v);
+    }
+  }
+
+  const int nl = static_cast<int>(ck.layers.size());
+  if (nl != static_cast<int>(cfg.layers.size()))
+    fail("drafter {}: {} layer module sets but the config describes {} layers", ck.dir, nl, cfg.layers.size());
+  layers_.resize(static_cast<size_t>(nl));
+  for (int i = 0; i < nl; ++i) {
+    const DrafterLayerModules& m = ck.layers[static_cast<size_t>(i)];
+    Layer& L = layers_[static_cast<size_t>(i)];
+    L.geometry = cfg.layers[static_cast<size_t>(i)];
+    const int64_t D = L.geometry.head_dim;
+    const std::string what = fmt::format("drafter layer {} ({})", i, layer_type_name(L.geometry.type));
+    L.rope = make_rope_frequencies(L.geometry.rope.type, L.geometry.rope.theta, L.geometry.rope.partial_rotary_factor,
+                                   L.geometry.rope.factor, D, what);
+    L.scale = convention == DrafterConvention::Ollama ? 1.0f
+                                                      : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+    L.q_proj = weight_matrix(m.q_proj);
+    L.o_proj = weight_matrix(m.o_proj);
+    L.gate_proj = weight_matrix(m.gate_proj);
+    L.up_proj = weight_matrix(m.up_proj);
+    L.down_proj = weight_matrix(m.down_proj);
+    const std::string p = fmt::format("model.layers.{}.", i);
+    L.q_norm = vector_of(m.q_norm, D, p + "self_attn.q_norm.weight");
+    L.input_layernorm = vector_of(m.input_layernorm, hidden_, p + "input_layernorm.weight");
+    L.post_attention_layernorm = vector_of(m.post_attention_layernorm, hidden_, p + "post_attention_layernorm.weight");
+    L.pre_feedforward_layernorm = vector_of(m.pre_feedforward_layernorm, hidden_, p + "pre_feedforward_layernorm.weight");
+    L.post_feedforward_layernorm =
+        vector_of(m.post_feedforward_layernorm, hidden_, p + "post_feedforward_layernorm.weight");
+    if (m.layer_scalar != nullptr) L.layer_scalar = vector_of(m.layer_scalar, 1, p + "layer_scalar")[0];
+    if (L.q_proj.cols != hidden_ || L.q_proj.rows % D != 0)
+      fail("drafter {}: {}self_attn.q_proj is [{}, {}], expected [heads*{}, {}]", ck.dir, p, L.q_proj.rows,
+           L.q_proj.cols, D, hidden_);
+  }
+}
+
+DraftStep Drafter::step(int32_t token, const float* g, const TargetCache& cache, int64_t k, ThreadPool& pool) const {
+  const int64_t offset = cache.offset();
+  if (offset < 1) fail("drafter: the target cache is empty (prefill the prompt first)");
+  if (token < 0 || token >= vocab_) fail("drafter: token {} outside the vocabulary [0, {})", token, vocab_);
+  Workspace& ws = *ws_;
+  const int64_t h = hidden_;
+  const int64_t Hb = backbone_;
+  DraftStep out;
+  out.position = convention_ == DrafterConvention::Ollama ? offset - 1 : offset - 1 + k;
+
+  // Input: [target embedding * bf16(sqrt(H_b)), g] -> pre_projection.
+  const TargetWeights& tw = target_.weights();
+  ws.concat.resize(static_cast<size_t>(2 * Hb));
+  dequantize_row(tw.embed_tokens, token, ws.concat.data());
+  for (int64_t i = 0; i < Hb; ++i) ws.concat[static_cast<size_t>(i)] *= tw.embed_scale;
+  std::memcpy(ws.concat.data() + Hb, g, sizeof(float) * static_cast<size_t>(Hb));
+  ws.x.resize(static_cast<size_t>(h));
+  float* x = ws.x.data();
+  matmul(ws.concat.data(), 1, pre_projection_, x, pool);
+
+  ws.normed.resize(static_cast<size_t>(h));
+  ws.branch.resize(static_cast<size_t>(h));
+  for (const Layer& L : layers_) {
+    const bool sliding = L.geometry.type == LayerType::Sliding;
+    const KvCache& kv = cache.for_layer(sliding ? sliding_donor_ : full_donor_);
+    const int64_t D = L.geometry.head_dim;
+    const int64_t heads = L.q_proj.rows / D;
+
+    rms_norm(x, 1, h, h, L.input_layernorm.data(), eps_, ws.normed.data(), h);
+    ws.q.resize(static_cast<size_t>(heads * D));
+    matmul(ws.normed.data(), 1, L.q_proj, ws.q.data(), pool);
+    rms_norm_inplace(ws.q.data(), heads, D, L.q_norm.data(), eps_);
+    const int64_t pairs = L.rope.rotated_pairs();
+    ws.cos.resize(static_cast<size_t>(std::max<int64_t>(pairs, 1)));
+    ws.sin.resize(ws.cos.size());
+    rope_cos_sin(L.rope, out.position, ws.cos.data(), ws.sin.data());
+    rope_apply(ws.q.data(), heads, L.rope, ws.cos.data(), ws.sin.data());
+
+    ws.attn.resize(static_cast<size_t>(heads * D));
+    attention_key_range(ws.q.data(), heads, kv.view(), kv.view_begin(), offset, L.scale, ws.attn.data(), pool);
+    matmul(ws.attn.data(), 1, L.o_proj, ws.branch.data(), pool);
+    rms_norm_inplace(ws.branch.data(), 1, h, L.post_attention_layernorm.data(), eps_);
+    for (int64_t i = 0; i < h; ++i) x[i] += ws.branch[static_cast<size_t>(i)];
+
+    rms_norm(x, 1, h, h, L.pre_feedforward_layernorm.data(), eps_, ws.normed.data(), h);
+    const int64_t I = L.gate_proj.rows;
+    ws.gate.resize(static_cast<size_t>(I));
+    ws.up.resize(static_cast<size_t>(I));
+    matmul(ws.normed.data(), 1, L.gate_proj, ws.gate.data(), pool);
+    matmul(ws.normed.data(), 1, L.up_proj, ws.up.data(), pool);
+    gelu_tanh_mul(ws.gate.data(), ws.up.data(), ws.gate.data(), I);
+    matmul(ws.gate.data(), 1, L.down_proj, ws.branch.data(), pool);
+    rms_norm_inplace(ws.branch.data(), 1, h, L.post_feedforward_layernorm.data(), eps_);
+    for (int64_t i = 0; i < h; ++i) x[i] = (x[i] + ws.branch[static_cast<size_t>(i)]) * L.layer_scalar;
+  }
+  rms_norm_inplace(x, 1, h, final_norm_.data(), eps_);
+  out.post_projection.resize(static_cast<size_t>(Hb));
+  matmul(x, 1, post_projection_, out.post_projection.data(), pool);
+  head(x, out, pool);
+  return out;
+}
+
+void Drafter::head(const float* x, DraftStep& out, ThreadPool& pool) const {
+  Workspace& ws = *ws_;
+  if (!checkpoint_->centroid_head) {
+    // Dense tied head: one logit per vocabulary id.
+    out.candidate_scores.resize(static_cast<size_t>(vocab_));
+    matmul(x, 1, embed_tokens_, out.candidate_scores.data(), pool);
+    out.candidate_ids.resize(static_cast<size_t>(vocab_));
+    for (int64_t i = 0; i < vocab_; ++i) out.candidate_ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    out.token = static_cast<int32_t>(argmax(out.candidate_scores.data(), vocab_));
+    return;
+  }
+  // Centroid head: score the clusters, keep the best top_clusters_, score their tokens only.
+  ws.centroid_scores.resize(static_cast<size_t>(clusters_));
+  matmul(x, 1, centroids_, ws.centroid_scores.data(), pool);
+  ws.top.resize(static_cast<size_t>(top_clusters_));
+  top_k(ws.centroid_scores.data(), clusters_, top_clusters_, ws.top.data());
+  const int64_t n = top_clusters_ * cluster_size_;
+  out.candidate_ids.resize(static_cast<size_t>(n));
+  for (int64_t c = 0; c < top_clusters_; ++c)
+    std::memcpy(out.candidate_ids.data() + c * cluster_size_,
+                token_ordering_.data() + ws.top[static_cast<size_t>(c)] * cluster_size_,
+                sizeof(int32_t) * static_cast<size_t>(cluster_size_));
+  ws.gathered.resize(static_cast<size_t>(n * hidden_));
+  gather_rows(embed_tokens_, out.candidate_ids.data(), n, ws.gathered.data());
+  WeightMatrix rows;
+  rows.format = WeightFormat::F32;
+  rows.rows = n;
+  rows.cols = hidden_;
+  rows.data = ws.gathered.data();
+  out.candidate_scores.resize(static_cast<size_t>(n));
+  matmul(x, 1, rows, out.candidate_scores.data(), pool);
+  // Best score, lowest vocabulary id among equal maxima (= argmax of the scattered logits).
+  int64_t best = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const float s = out.candidate_scores[static_cast<size_t>(i)];
+    if (std::isnan(s)) continue;
+    if (best < 0 || s > out.candidate_scores[static_cast<size_t>(best)] ||
+        (s == out.candidate_scores[static_cast<size_t>(best)] &&
+         out.candidate_ids[static_cast<size_t>(i)] < out.candidate_ids[static_cast<size_t>(best)]))
+      best = i;
+  }
+  out.token = best < 0 ? *std::min_element(out.candidate_ids.begin(), out.candidate_ids.end())
+                       : out.candidate_ids[static_cast<size_t>(best)];
+}
+
+}  // namespace specula

@@ -1,0 +1,99 @@
+#pragma once
+// The Gemma 4 "-assistant" drafter (SPEC §7, Part I #3): a 4-layer, Q-only decoder that reads the
+// target's last sliding and last full donor KV caches (frozen for a round), fed with the target's
+// scaled embedding of the token being extended and a backbone-width hidden state, chaining its own
+// post_projection output from step to step.
+//
+// Conventions (the only two differences between them; the target verifies every draft, so both
+// give the same output and differ only in acceptance):
+//  * Ollama (default, the trained model's semantics): attention scale 1.0, query position
+//    offset-1 for every step of the round;
+//  * MlxBun (compatibility with mlx-bun v0.0.4): scale D_k^-0.5 with the layer's own head dim,
+//    query position offset-1+k for step k.
+// Both attend to the newest min(offset, W) sliding keys and all offset full keys, without a mask.
+//
+// Heads: the centroid head (top-K clusters -> candidate ids through token_ordering -> scores over
+// the drafter's own embedding rows; greedy token = best score, lowest vocab id on ties; never a
+// vocabulary-wide logits row) or the dense tied head (logits over the whole vocabulary).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "specula/io/checkpoint.h"
+#include "specula/kernels/rope.h"
+#include "specula/kernels/weight_matrix.h"
+#include "specula/model/target_cache.h"
+#include "specula/model/target_model.h"
+#include "specula/util/thread_pool.h"
+
+namespace specula {
+
+enum class DrafterConvention { Ollama, MlxBun };
+const char* drafter_convention_name(DrafterConvention c);  // "ollama" / "mlx-bun"
+// Throws specula::Error naming the value and the accepted names.
+DrafterConvention parse_drafter_convention(const std::string& name);
+
+struct DraftCandidate {
+  int32_t id = 0;
+  float score = 0.0f;
+};
+
+// The outputs of one draft step.
+struct DraftStep {
+  int32_t token = 0;                    // greedy choice: best score, lowest id on ties
+  int64_t position = 0;                 // the query (RoPE) position used
+  std::vector<float> post_projection;   // [H_b]: the next step's hidden input
+  // Every scored token (centroid head: the K*V/C candidates in cluster order; dense head: the
+  // whole vocabulary in id order) with its score — the support of the drafter's q.
+  std::vector<int32_t> candidate_ids;
+  std::vector<float> candidate_scores;
+
+  // The n best candidates by (score desc, id asc).
+  std::vector<DraftCandidate> top(size_t n) const;
+};
+
+class Drafter {
+ public:
+  // Loads the drafter checkpoint and checks it against the target (SPEC §7.8); throws
+  // specula::Error listing every incompatibility with both values.
+  static std::unique_ptr<Drafter> load(const std::string& dir, const TargetModel& target,
+                                       DrafterConvention convention = DrafterConvention::Ollama);
+  Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetModel& target, DrafterConvention convention);
+  ~Drafter();
+
+  const DrafterCheckpoint& checkpoint() const { return *checkpoint_; }
+  DrafterConvention convention() const { return convention_; }
+  bool centroid_head() const { return checkpoint_->centroid_head; }
+  int64_t hidden_size() const { return hidden_; }             // h
+  int64_t backbone_hidden_size() const { return backbone_; }  // H_b (= the target's H)
+  int64_t vocab_size() const { return vocab_; }
+
+  // One draft step k (0-based within the round) extending `token` with backbone hidden `g`
+  // ([H_b]: the target's final-norm hidden for k = 0, the previous step's post_projection after),
+  // over the target's caches as they stand (nothing is written to them). Needs cache.offset() >= 1.
+  DraftStep step(int32_t token, const float* g, const TargetCache& cache, int64_t k, ThreadPool& pool) const;
+
+ private:
+  struct Layer;
+  struct Workspace;
+  void head(const float* x, DraftStep& out, ThreadPool& pool) const;
+
+  std::unique_ptr<DrafterCheckpoint> checkpoint_;
+  const TargetModel& target_;
+  DrafterConvention convention_;
+  int64_t hidden_ = 0;
+  int64_t backbone_ = 0;
+  int64_t vocab_ = 0;
+  float eps_ = 1e-6f;
+  int sliding_donor_ = -1;
+  int full_donor_ = -1;
+  WeightMatrix pre_projection_, post_projection_, embed_tokens_, centroids_;
+  std::vector<float> final_norm_;
+  std::vector<int32_t> token_ordering_;  // centroid head: [C * P]
+  int64_t clusters_ = 0, cluster_size_ = 0, top_clusters_ = 0;
+  std::vector<Layer> layers_;
+  std::unique_ptr<Workspace> ws_;
+};
+
+}  // namespace specula

@@ -1,0 +1,78 @@
+#include "specula/spec/gamma_policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "specula/util/error.h"
+
+namespace specula {
+
+namespace {
+constexpr double kEma = 0.3;             // weight of the newest measurement
+constexpr double kWidthSlope = 0.1;      // extra verify cost per extra row, relative to one row
+constexpr int64_t kProbeAfterZeros = 8;  // gamma-0 rounds before one gamma-1 probe
+
+double ema(double old, double value) { return old < 0 ? value : old + kEma * (value - old); }
+}  // namespace
+
+AutoGamma::AutoGamma(int64_t max_gamma, int64_t initial_gamma)
+    : max_gamma_(max_gamma), initial_gamma_(std::clamp<int64_t>(initial_gamma, 0, std::max<int64_t>(max_gamma, 0))),
+      verify_ms_(static_cast<size_t>(std::max<int64_t>(max_gamma, 0) + 2), -1.0) {
+  if (max_gamma < 0) fail("auto gamma: max gamma {} must be >= 0", max_gamma);
+}
+
+double AutoGamma::acceptance() const { return successes_ / (successes_ + failures_); }
+
+double AutoGamma::verify_cost(int64_t width) const {
+  if (verify_ms_[static_cast<size_t>(width)] >= 0) return verify_ms_[static_cast<size_t>(width)];
+  // Nearest measured width, scaled by the linear width model.
+  int64_t best = -1;
+  for (int64_t w = 1; w < static_cast<int64_t>(verify_ms_.size()); ++w)
+    if (verify_ms_[static_cast<size_t>(w)] >= 0 && (best < 0 || std::abs(w - width) < std::abs(best - width))) best = w;
+  if (best < 0) return -1.0;
+  return verify_ms_[static_cast<size_t>(best)] * (1.0 + kWidthSlope * static_cast<double>(width - 1)) /
+         (1.0 + kWidthSlope * static_cast<double>(best - 1));
+}
+
+double AutoGamma::expected_rate(int64_t gamma) const {
+  const double v = verify_cost(gamma + 1);
+  if (v < 0 || (gamma > 0 && draft_ms_ < 0)) return 0.0;
+  const double a = std::min(acceptance(), 1.0 - 1e-9);
+  const double tokens = (1.0 - std::pow(a, static_cast<double>(gamma + 1))) / (1.0 - a);
+  const double ms = static_cast<double>(gamma) * std::max(draft_ms_, 0.0) + v;
+  return ms > 0 ? tokens / ms : tokens * 1e9;
+}
+
+int64_t AutoGamma::choose() {
+  // Nothing measured yet: start drafting (gamma 0 would never measure the drafter).
+  if (draft_ms_ < 0 || verify_cost(1) < 0) return max_gamma_ >= 1 ? std::max<int64_t>(initial_gamma_, 1) : 0;
+  if (zero_run_ >= kProbeAfterZeros && max_gamma_ >= 1) {
+    zero_run_ = 0;
+    return 1;
+  }
+  int64_t best = 0;
+  double best_rate = -1.0;
+  for (int64_t g = 0; g <= max_gamma_; ++g) {
+    const double r = expected_rate(g);
+    if (r > best_rate) {
+      best_rate = r;
+      best = g;
+    }
+  }
+  zero_run_ = best == 0 ? zero_run_ + 1 : 0;
+  return best;
+}
+
+void AutoGamma::record(int64_t gamma, int64_t accepted, double draft_ms, double verify_ms) {
+  if (gamma < 0 || gamma > max_gamma_ || accepted < 0 || accepted > gamma)
+    fail("auto gamma: invalid round (gamma {}, accepted {}, max gamma {})", gamma, accepted, max_gamma_);
+  auto& v = verify_ms_[static_cast<size_t>(gamma + 1)];
+  v = ema(v, verify_ms);
+  if (gamma > 0) {
+    draft_ms_ = ema(draft_ms_, draft_ms / static_cast<double>(gamma));
+    successes_ += static_cast<double>(accepted);
+    if (accepted < gamma) failures_ += 1.0;
+  }
+}
+
+}  // namespace specula

@@ -1,0 +1,41 @@
+#pragma once
+// The draft-length policy of `--gamma auto`: before each round, pick the gamma in [0, max_gamma]
+// that maximizes the expected tokens per second,
+//     E[tokens | gamma] / (gamma * draft_step_ms + verify_ms(gamma + 1)),
+// with E = (1 - a^(gamma+1)) / (1 - a) for a per-draft acceptance probability a (drafts accepted
+// independently, as a prefix). a is estimated from the rounds so far (each round observes its
+// matching prefix: `accepted` successes, plus one failure when it stopped short of gamma) with a
+// weak prior of one success and one failure. Costs are exponential moving averages of measured
+// times; an unmeasured verify width is extrapolated from a measured one. gamma 0 is plain
+// decoding; after a run of gamma-0 rounds the policy probes gamma 1 once so a changed
+// acceptance can still be noticed.
+#include <cstdint>
+#include <vector>
+
+namespace specula {
+
+class AutoGamma {
+ public:
+  explicit AutoGamma(int64_t max_gamma, int64_t initial_gamma = 2);
+
+  int64_t choose();
+  // One finished round: its gamma, the matching-prefix length, and the measured times.
+  void record(int64_t gamma, int64_t accepted, double draft_ms, double verify_ms);
+
+  double acceptance() const;
+  // The estimated tokens per millisecond of a round of `gamma` drafts (0 if costs are unknown).
+  double expected_rate(int64_t gamma) const;
+
+ private:
+  double verify_cost(int64_t width) const;  // ms; < 0 if nothing is measured yet
+
+  int64_t max_gamma_;
+  int64_t initial_gamma_;
+  double successes_ = 1.0;
+  double failures_ = 1.0;
+  double draft_ms_ = -1.0;               // per draft step
+  std::vector<double> verify_ms_;        // by width (index = gamma + 1); < 0 = unmeasured
+  int64_t zero_run_ = 0;
+};
+
+}  // namespace specula

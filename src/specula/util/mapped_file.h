@@ -1,0 +1,29 @@
+#pragma once
+// A read-only memory mapping of a whole file. Weights are used in place from it (zero copy).
+#include <cstddef>
+#include <string>
+
+namespace specula {
+
+class MappedFile {
+ public:
+  MappedFile() = default;
+  // Throws specula::Error naming the path on failure. Empty files map to size 0, data nullptr.
+  static MappedFile open(const std::string& path);
+  ~MappedFile();
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  const std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace specula

@@ -1,0 +1,29 @@
+#pragma once
+// Shared helpers of the drafter / speculative golden tests: the list of golden cases and their
+// folders (tests/data/goldens/<case>/{model,drafter,expected.json}).
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace specula::spec_test {
+
+inline std::filesystem::path golden_root() { return std::filesystem::path(SPECULA_TEST_DATA) / "goldens"; }
+
+inline std::vector<std::string> golden_case_names() {
+  std::vector<std::string> cases;
+  for (const auto& e : std::filesystem::directory_iterator(golden_root()))
+    if (e.is_directory() && std::filesystem::exists(e.path() / "expected.json"))
+      cases.push_back(e.path().filename().string());
+  std::sort(cases.begin(), cases.end());
+  return cases;
+}
+
+// gtest parameter names may only hold [A-Za-z0-9_].
+inline std::string param_name(std::string s) {
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+}  // namespace specula::spec_test

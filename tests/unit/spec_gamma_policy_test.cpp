@@ -1,0 +1,61 @@
+// The auto draft-length policy: it drafts when drafting pays, falls back to plain decoding (gamma
+// 0) when it does not, and probes again after a run of plain rounds.
+#include <gtest/gtest.h>
+
+#include "specula/spec/gamma_policy.h"
+#include "specula/util/error.h"
+
+namespace specula {
+namespace {
+
+// Feeds `rounds` rounds of the chosen gamma with a fixed acceptance pattern and costs
+// (draft step d ms, verify of w rows = v1 * (1 + slope * (w - 1)) ms); returns the last choice.
+int64_t settle(AutoGamma& p, int rounds, double accept_fraction, double d, double v1, double slope) {
+  int64_t g = 0;
+  for (int i = 0; i < rounds; ++i) {
+    g = p.choose();
+    const int64_t a = static_cast<int64_t>(accept_fraction * static_cast<double>(g) + 0.5);
+    p.record(g, a, d * static_cast<double>(g), v1 * (1.0 + slope * static_cast<double>(g)));
+  }
+  return p.choose();
+}
+
+TEST(SpecGammaPolicy, DraftsLongWhenAcceptanceIsHighAndDraftingIsCheap) {
+  AutoGamma p(8);
+  EXPECT_GE(p.choose(), 1);  // nothing measured: start drafting
+  EXPECT_GE(settle(p, 40, 1.0, 0.05, 10.0, 0.05), 5);
+  EXPECT_GT(p.acceptance(), 0.9);
+}
+
+TEST(SpecGammaPolicy, FallsBackToPlainDecodingWhenNothingIsAccepted) {
+  AutoGamma p(8);
+  int zeros = 0;
+  for (int i = 0; i < 40; ++i) {
+    const int64_t g = p.choose();
+    if (g == 0) ++zeros;
+    p.record(g, 0, 5.0 * static_cast<double>(g), 10.0 * (1.0 + 0.3 * static_cast<double>(g)));
+  }
+  EXPECT_GT(zeros, 25);
+  EXPECT_LT(p.acceptance(), 0.1);
+}
+
+TEST(SpecGammaPolicy, ProbesAgainAfterARunOfPlainRounds) {
+  AutoGamma p(4);
+  bool probed = false;
+  for (int i = 0; i < 60; ++i) {
+    const int64_t g = p.choose();
+    if (i > 20 && g == 1) probed = true;
+    p.record(g, 0, 5.0 * static_cast<double>(g), 10.0 * (1.0 + 0.3 * static_cast<double>(g)));
+  }
+  EXPECT_TRUE(probed);
+}
+
+TEST(SpecGammaPolicy, RejectsImpossibleRounds) {
+  AutoGamma p(3);
+  EXPECT_THROW(p.record(4, 0, 1.0, 1.0), Error);
+  EXPECT_THROW(p.record(2, 3, 1.0, 1.0), Error);
+  EXPECT_THROW(AutoGamma(-1), Error);
+}
+
+}  // namespace
+}  // namespace specula
