@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,8 +24,11 @@
 #include "specula/model/generate.h"
 #include "specula/model/target_model.h"
 #include "specula/sample/logits_pipeline.h"
+#include "specula/spec/controlled_acceptance.h"
 #include "specula/spec/drafter.h"
 #include "specula/spec/speculative.h"
+#include "specula/synth/plan.h"
+#include "specula/synth/writer.h"
 #include "specula/util/error.h"
 #include "spec_golden_util.h"
 
@@ -95,6 +99,55 @@ INSTANTIATE_TEST_SUITE_P(AllCases, SpecEquivalence, ::testing::ValuesIn(golden_c
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return spec_test::param_name(info.param);
                          });
+
+// ---- every tiny synthetic preset (sliding window 16), prompt 3 windows + 4 windows generated ----
+
+TEST(SpecSynthPresets, GreedyEqualsPlainOnEveryTinyPreset) {
+  std::string tmpl = (fs::temp_directory_path() / "specula-spec-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  const fs::path root = tmpl;
+  struct Variant {
+    std::string preset;
+    std::optional<QuantSpec> quant;
+  };
+  const std::vector<Variant> variants = {
+      {"tiny-dense", std::nullopt}, {"tiny-e4b", QuantSpec{4, 64, "affine"}}, {"tiny-kveq", std::nullopt},
+      {"tiny-moe", QuantSpec{3, 32, "affine"}}};
+  ThreadPool pool(1);
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.preset);
+    synth::SynthOptions o;
+    o.preset = v.preset;
+    o.seed = 11;
+    o.quant = v.quant;
+    const fs::path dir = root / v.preset;
+    synth::write_checkpoint(synth::plan_target(o), (dir / "model").string());
+    synth::write_checkpoint(synth::plan_drafter(o), (dir / "drafter").string());
+    auto model = TargetModel::load((dir / "model").string());
+    auto drafter = Drafter::load((dir / "drafter").string(), *model);
+    const int64_t window = model->config().text.sliding_window;
+    std::mt19937 gen(5);
+    std::vector<int32_t> prompt{2};
+    while (static_cast<int64_t>(prompt.size()) < 3 * window)
+      prompt.push_back(static_cast<int32_t>(3 + gen() % static_cast<uint32_t>(model->vocab_size() - 3)));
+    const int64_t max_tokens = 4 * window;
+    const std::vector<int32_t> ref = plain_greedy(*model, prompt, max_tokens, true, pool);
+    TargetCache cache = model->new_cache();
+    for (int64_t gamma = 1; gamma <= 8; ++gamma) {
+      for (DrafterConvention conv : {DrafterConvention::Ollama, DrafterConvention::MlxBun}) {
+        if (conv == DrafterConvention::MlxBun && gamma % 4 != 0) continue;  // a sample of the compat mode
+        auto d = conv == drafter->convention() ? nullptr : Drafter::load((dir / "drafter").string(), *model, conv);
+        SpeculativeOptions so;
+        so.max_tokens = max_tokens;
+        so.ignore_eos = true;
+        so.gamma.fixed = gamma;
+        const SpeculativeResult r = generate_speculative(*model, cache, d ? d.get() : drafter.get(), prompt, so, pool);
+        EXPECT_EQ(r.tokens, ref) << "gamma " << gamma << " " << drafter_convention_name(conv);
+      }
+    }
+  }
+  fs::remove_all(root);
+}
 
 // ---- forced drafts ----
 
@@ -217,6 +270,43 @@ TEST_F(ForcedFixture, EosInsideTheAcceptedRun) {
   EXPECT_EQ(r.stats.rounds, 2);
   EXPECT_EQ(r.stats.accepted, 8);
   fs::remove_all(tmp);
+}
+
+TEST_F(ForcedFixture, ControlledAcceptanceFollowsP) {
+  // p = 1: every draft accepted; p = 0: none; p = 0.6: in between; output always exact.
+  for (double p : {1.0, 0.0, 0.6}) {
+    const SpeculativeResult r = run(3, 41, controlled_acceptance(ref, p, model->vocab_size(), 3));
+    EXPECT_EQ(r.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + 41)) << p;
+    if (p == 1.0) {
+      EXPECT_EQ(r.stats.accepted, r.stats.drafted);
+    }
+    if (p == 0.0) {
+      EXPECT_EQ(r.stats.accepted, 0);
+    }
+    if (p == 0.6) {
+      EXPECT_GT(r.stats.accepted, 0);
+      EXPECT_LT(r.stats.accepted, r.stats.drafted);
+    }
+  }
+  EXPECT_DOUBLE_EQ(ideal_speedup(0.5, 1), 1.5);
+  EXPECT_DOUBLE_EQ(ideal_speedup(1.0, 3), 4.0);
+  EXPECT_DOUBLE_EQ(ideal_speedup(0.0, 3), 1.0);
+}
+
+TEST_F(ForcedFixture, ContextLimitStopsWherePlainDecodingStops) {
+  for (int64_t extra : {1, 2, 9}) {
+    TargetOptions to;
+    to.max_context = static_cast<int64_t>(prompt.size()) + extra;
+    auto limited = TargetModel::load((dir / "model").string(), to);
+    std::string plain_stop;
+    const std::vector<int32_t> plain = plain_greedy(*limited, prompt, 50, true, pool, &plain_stop);
+    EXPECT_EQ(plain_stop, "context");
+    for (int64_t gamma : {1, 4}) {
+      const SpeculativeResult r = run(gamma, 50, forced([](int64_t, size_t) { return true; }), true, limited.get());
+      EXPECT_EQ(r.tokens, plain) << "extra " << extra << " gamma " << gamma;
+      EXPECT_EQ(r.stop_reason, "context");
+    }
+  }
 }
 
 TEST_F(ForcedFixture, GammaAboveTheRollbackReserveIsRejectedUpFront) {

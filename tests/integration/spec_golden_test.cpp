@@ -124,7 +124,10 @@ TEST(SpecCli, RunWithDrafterReportsStatsAndRounds) {
   const auto dir = golden_root() / "dense-bf16-hf";
   const nlohmann::json expected = read_json_file((dir / "expected.json").string());
   std::string tokens;
-  for (const auto& t : expected.at("prompt")) tokens += (tokens.empty() ? "" : ",") + std::to_string(t.get<int>());
+  for (const auto& t : expected.at("prompt")) {
+    if (!tokens.empty()) tokens += ',';
+    tokens += std::to_string(t.get<int>());
+  }
   const std::string cmd = std::string(SPECULA_BINARY) + " run --model " + (dir / "model").string() + " --draft " +
                           (dir / "drafter").string() + " --gamma 3 --max-tokens 24 --ignore-eos --json --trace " +
                           "--threads 1 --tokens " + tokens;

@@ -167,7 +167,7 @@ TEST(ChatTemplateLoading, ErrorsNameTheFileAndLine) {
   dir.write("tokenizer_config.json", "{not json");
   EXPECT_THROW(ChatTemplate::from_model_dir(dir.path()), Error);
   dir.write("tokenizer_config.json", R"({"bos_token": "<s>"})");
-  dir.write("chat_template.jinja", "line one\n{% if messages %}\n{{ messages | frobnicate }}\n{% endif %}");
+  dir.write("chat_template.jinja", "line one\n{% for m in messages %}\n{{ m | frobnicate }}\n{% endfor %}");
   try {
     ChatTemplate::from_model_dir(dir.path());
     FAIL() << "no error for an unknown filter";

@@ -36,7 +36,7 @@ TEST(SpecGammaPolicy, FallsBackToPlainDecodingWhenNothingIsAccepted) {
     p.record(g, 0, 5.0 * static_cast<double>(g), 10.0 * (1.0 + 0.3 * static_cast<double>(g)));
   }
   EXPECT_GT(zeros, 25);
-  EXPECT_LT(p.acceptance(), 0.1);
+  EXPECT_LT(p.acceptance(), 0.2);  // the prior's one success over a few probing rounds
 }
 
 TEST(SpecGammaPolicy, ProbesAgainAfterARunOfPlainRounds) {

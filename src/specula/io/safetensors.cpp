@@ -134,7 +134,10 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   const uint64_t data_size = size - 8 - header_len;
   std::vector<Range> ranges;
   f.tensors_.reserve(header.size());
-  for (const auto& [name, entry] : header.items()) {
+  for (const auto& item : header.items()) {
+    // Named references, not structured bindings: clang < 16 cannot capture bindings in lambdas.
+    const std::string& name = item.key();
+    const json& entry = item.value();
     if (name == "__metadata__") continue;
     const auto bad = [&](const std::string& why) {
       fail("{}: tensor '{}': {}", path, display_name(name), why);

@@ -72,6 +72,7 @@ class Drafter {
   // One draft step k (0-based within the round) extending `token` with backbone hidden `g`
   // ([H_b]: the target's final-norm hidden for k = 0, the previous step's post_projection after),
   // over the target's caches as they stand (nothing is written to them). Needs cache.offset() >= 1.
+  // Uses an internal workspace: one caller at a time per Drafter.
   DraftStep step(int32_t token, const float* g, const TargetCache& cache, int64_t k, ThreadPool& pool) const;
 
  private:

@@ -655,6 +655,7 @@ class Parser {
     while (skip_op(".")) e->name += "." + expect_name();
     e->object = std::move(node);
     const Token& t = current();
+    if (is_name("is")) throw TemplateError(t.line, "You cannot chain multiple tests with is");
     if (is_op("(")) {
       parse_call_args(e->items, e->kwargs);
     } else if ((t.type == TokenType::Name || t.type == TokenType::String || t.type == TokenType::Integer ||

@@ -1,0 +1,25 @@
+#pragma once
+// Fuzz entry functions, one per parser of outside input. Each takes arbitrary bytes, returns 0, and
+// must never crash, hang or leak: bad input may only throw specula::Error, which the entry catches.
+// Any other exception escapes on purpose (libFuzzer and the regression test report it).
+#include <cstddef>
+#include <cstdint>
+
+namespace specula::fuzz {
+
+// Safetensors file: byte 0 odd -> the rest is the whole file; even -> the rest is
+// "<header JSON>\0<data>" and the entry prepends the little-endian header length.
+int fuzz_safetensors(const uint8_t* data, size_t size);
+// config.json / generation_config.json / quantization block: any bytes that parse as JSON.
+int fuzz_config_json(const uint8_t* data, size_t size);
+// tokenizer.json text (small files), then a few encodes and decodes with the result.
+int fuzz_tokenizer_json(const uint8_t* data, size_t size);
+// The real Gemma 4 tokenizer: byte 0 picks encode / encode with specials / decode ids / streaming
+// detokenizer + stop strings; the rest is the text or little-endian int32 ids.
+int fuzz_tokenizer_codec(const uint8_t* data, size_t size);
+// Chat template: "<template source>\0<variables JSON>" (variables optional).
+int fuzz_chat_template(const uint8_t* data, size_t size);
+// Tool-call extraction and argument parsing of model output text.
+int fuzz_tool_calls(const uint8_t* data, size_t size);
+
+}  // namespace specula::fuzz

@@ -1,0 +1,32 @@
+#include "specula/spec/controlled_acceptance.h"
+
+#include <cmath>
+
+#include "specula/util/error.h"
+
+namespace specula {
+
+DraftOverride controlled_acceptance(std::vector<int32_t> reference, double p, int64_t vocab_size, uint64_t seed) {
+  if (!(p >= 0.0 && p <= 1.0)) fail("controlled acceptance: p = {} must be in [0, 1]", p);
+  if (vocab_size < 2) fail("controlled acceptance: vocabulary size {} must be >= 2", vocab_size);
+  auto rng = std::make_shared<Rng>(seed, 7);
+  auto ref = std::make_shared<const std::vector<int32_t>>(std::move(reference));
+  return [rng, ref, p, vocab_size](const DraftRoundInfo& info, std::vector<int32_t>& drafts) {
+    const size_t emitted = info.context.size() - info.prompt_length;
+    drafts.resize(static_cast<size_t>(info.gamma));
+    for (size_t i = 0; i < drafts.size(); ++i) {
+      const size_t at = emitted + i;
+      const bool have = at < ref->size();
+      const int32_t truth = have ? (*ref)[at] : 0;
+      const bool right = have && rng->uniform() < p;
+      drafts[i] = right ? truth : static_cast<int32_t>((truth + 1) % vocab_size);
+    }
+  };
+}
+
+double ideal_speedup(double p, int64_t gamma) {
+  if (p >= 1.0) return static_cast<double>(gamma + 1);
+  return (1.0 - std::pow(p, static_cast<double>(gamma + 1))) / (1.0 - p);
+}
+
+}  // namespace specula

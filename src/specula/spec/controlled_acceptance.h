@@ -1,0 +1,25 @@
+#pragma once
+// Controlled acceptance for benchmarks (issue 4, "measure"): random-weight models make real
+// acceptance rates meaningless, so a benchmark runs the real drafter (paying its real cost) and
+// then, through SpeculativeOptions::override_drafts, replaces each draft by the target's known
+// greedy continuation (recorded from a plain run) with probability p, and by a token the target
+// will reject otherwise. Acceptance then follows p exactly (per draft, as a prefix), and the
+// engine's efficiency shows against ideal_speedup().
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "specula/sample/rng.h"
+#include "specula/spec/speculative.h"
+
+namespace specula {
+
+// `reference`: the plain greedy tokens after the prompt (at least as many as the run emits plus
+// the largest gamma; beyond it, drafts are wrong). Deterministic in `seed`.
+DraftOverride controlled_acceptance(std::vector<int32_t> reference, double p, int64_t vocab_size, uint64_t seed);
+
+// Expected tokens per round with free drafting and free verification: (1 - p^(g+1)) / (1 - p),
+// i.e. the speedup over plain decoding an ideal engine would reach at per-draft acceptance p.
+double ideal_speedup(double p, int64_t gamma);
+
+}  // namespace specula
