@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_draft.h"
 #include "cli/commands.h"
 #include "specula/kernels/isa.h"
 #include "specula/model/target_benchmark.h"
@@ -42,6 +43,7 @@ struct BenchArgs {
   int64_t decode_tokens = 16;
   std::string json_path;
   std::string markdown_path;
+  DraftBenchArgs draft;  // --draft: speculative-decoding costs instead of plain speed
 };
 
 // The checkpoint directory of a preset, synthesized once and reused while its config exists.
@@ -63,6 +65,15 @@ std::string ensure_synthetic(const BenchArgs& a, const std::string& preset) {
 void run_bench(const BenchArgs& a) {
   std::vector<std::pair<std::string, std::string>> targets;  // name, dir
   for (const std::string& m : a.models) targets.emplace_back(fs::path(m).filename().string(), m);
+  if (!a.draft.draft_dir.empty()) {
+    if (a.models.size() != 1 || !a.presets.empty()) fail("bench --draft needs exactly one --model (the drafter's target)");
+    const std::string md = run_draft_bench(a.models.front(), a.draft, a.threads);
+    if (!a.markdown_path.empty()) {
+      std::ofstream f(a.markdown_path);
+      if (!(f << md)) fail("bench: cannot write {}", a.markdown_path);
+    }
+    return;
+  }
   std::vector<std::string> presets = a.presets;
   if (presets.empty() && a.models.empty()) presets = {"e2b", "e4b"};
   for (const std::string& p : presets) targets.emplace_back(fmt::format("{} q{}g{}", p, a.bits, a.group_size),
@@ -166,6 +177,13 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--json", args->json_path, "write the results as JSON to this file");
   cmd->add_option("--markdown", args->markdown_path, "write the markdown table to this file");
+  cmd->add_option("--draft", args->draft.draft_dir,
+                  "assistant drafter directory: measure drafter-step and verify costs and controlled-acceptance speedups");
+  cmd->add_flag("--costs-only", args->draft.costs_only, "with --draft: skip the controlled-acceptance runs");
+  cmd->add_option("--generate-tokens", args->draft.generate_tokens, "with --draft: tokens per controlled-acceptance run")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--draft-context", args->draft.prompt_tokens, "with --draft: context length for the cost measurements")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->callback([args] { run_bench(*args); });
 }
 
