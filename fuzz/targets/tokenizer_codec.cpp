@@ -96,11 +96,13 @@ int fuzz_tokenizer_codec(const uint8_t* data, size_t size) {
     }
     case 3: {
       // Stop strings come from the first bytes; the rest are ids streamed one at a time.
-      const size_t stop_len = rest.empty() ? 0 : static_cast<unsigned char>(rest[0]) % 8;
       const std::string_view stop_bytes = rest.substr(std::min<size_t>(1, rest.size()));
+      const size_t stop_len = std::min<size_t>(rest.empty() ? 0 : static_cast<unsigned char>(rest[0]) % 8,
+                                               stop_bytes.size());
+      const size_t second_len = std::min(stop_len / 2, stop_bytes.size() - stop_len);
       std::vector<std::string> stops{std::string(stop_bytes.substr(0, stop_len)),
-                                     std::string(stop_bytes.substr(stop_len, stop_len / 2))};
-      const std::string_view id_bytes = stop_bytes.substr(std::min(stop_bytes.size(), stop_len + stop_len / 2));
+                                     std::string(stop_bytes.substr(stop_len, second_len))};
+      const std::string_view id_bytes = stop_bytes.substr(stop_len + second_len);
       text::DetokenizerOptions options;
       options.skip_special_tokens = (data[0] & 4) != 0;
       if (data[0] & 8) options.hidden_ids = {1, 106};

@@ -1,10 +1,13 @@
-// `specula run --model DIR --tokens IDS --max-tokens N [--ignore-eos] [--json] [--threads T]
-// [--prefill-chunk C]`: greedy generation on the target model (no tokenizer yet: ids in, ids out).
-// JSON: {"tokens": [...], "stats": {...}}; text: the ids on stdout and a stats line on stderr.
+// `specula run --model DIR (--tokens IDS | --prompt TEXT [--chat [--system TEXT]]) --max-tokens N
+// [--ignore-eos] [--json] [--threads T] [--prefill-chunk C]`: greedy generation on the target model.
+// Token ids: the ids on stdout (JSON: {"tokens": [...], "stats": {...}}); text (text_prompt.h): the
+// text streams to stdout as it is generated (JSON adds "text"). A stats line goes to stderr.
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -13,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/run_speculative.h"
+#include "cli/text_prompt.h"
 #include "cli/token_list.h"
 #include "specula/model/generate.h"
 #include "specula/model/target_model.h"
@@ -32,8 +36,7 @@ struct RunArgs {
   int64_t max_context = 0;
 };
 
-void run_run(const RunArgs& a) {
-  const std::vector<int32_t> prompt = parse_token_list(a.tokens);
+void run_run(const RunArgs& a, const std::vector<int32_t>& prompt, TextOutput* text) {
   TargetOptions opts;
   opts.prefill_chunk = a.prefill_chunk;
   opts.max_context = a.max_context;
@@ -45,7 +48,9 @@ void run_run(const RunArgs& a) {
   GenerateOptions g;
   g.max_tokens = a.max_tokens;
   g.ignore_eos = a.ignore_eos;
-  const GenerateResult res = generate_greedy(*model, cache, prompt, g, pool);
+  std::function<bool(int32_t)> on_token;
+  if (text != nullptr) on_token = [text](int32_t id) { text->push(id); return true; };
+  const GenerateResult res = generate_greedy(*model, cache, prompt, g, pool, on_token);
   const GenerateStats& s = res.stats;
   if (a.json) {
     nlohmann::json stats = {{"prompt_tokens", s.prompt_tokens},
@@ -57,12 +62,20 @@ void run_run(const RunArgs& a) {
                             {"load_ms", load_ms},
                             {"stop_reason", res.stop_reason},
                             {"threads", pool.size()}};
-    const std::string text = nlohmann::json{{"tokens", res.tokens}, {"stats", stats}}.dump() + "\n";
-    std::fputs(text.c_str(), stdout);
+    nlohmann::json doc = {{"tokens", res.tokens}, {"stats", stats}};
+    if (text != nullptr) doc["text"] = text->finish();
+    const std::string out = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    std::fputs(out.c_str(), stdout);
   } else {
-    std::string ids;
-    for (size_t i = 0; i < res.tokens.size(); ++i) ids += (i ? "," : "") + std::to_string(res.tokens[i]);
-    std::fputs((ids + "\n").c_str(), stdout);
+    if (text != nullptr) {  // the text has streamed already
+      text->finish();
+      std::fputs("\n", stdout);
+    } else {
+      std::string ids;
+      for (size_t i = 0; i < res.tokens.size(); ++i) ids += (i ? "," : "") + std::to_string(res.tokens[i]);
+      std::fputs((ids + "\n").c_str(), stdout);
+    }
+    std::fflush(stdout);
     std::fputs(fmt::format("load {:.1f} ms | prefill {} tokens, {:.1f} tok/s | decode {} tokens, {:.2f} tok/s | "
                            "stop: {} | {} threads\n",
                            load_ms, s.prompt_tokens, s.prefill_tok_per_s(), s.generated_tokens, s.decode_tok_per_s(),
@@ -78,9 +91,12 @@ void run_run(const RunArgs& a) {
 void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   auto spec = std::make_shared<SpeculativeRunArgs>();
-  CLI::App* cmd = app.add_subcommand("run", "greedy generation from token ids");
+  auto text_args = std::make_shared<TextPromptArgs>();
+  CLI::App* cmd = app.add_subcommand("run", "generation from a text prompt or token ids");
   cmd->add_option("--model", args->model, "target checkpoint directory")->required();
-  cmd->add_option("--tokens", args->tokens, "prompt as comma-separated token ids (starting with BOS 2)")->required();
+  CLI::Option* tokens = cmd->add_option("--tokens", args->tokens, "prompt as comma-separated token ids (starting with BOS 2)");
+  add_text_prompt_options(cmd, *text_args);
+  tokens->excludes(text_args->prompt_option);
   cmd->add_option("--max-tokens", args->max_tokens, "maximum number of generated tokens")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->add_flag("--ignore-eos", args->ignore_eos, "do not stop at the EOS ids");
@@ -93,7 +109,21 @@ void add_run_command(CLI::App& app) {
                   "context limit in tokens (0 = the model's max_position_embeddings)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   add_speculative_options(cmd, *spec);
-  cmd->callback([args, spec] {
+  cmd->callback([args, spec, text_args, tokens] {
+    const bool text_mode = text_prompt_requested(*text_args);
+    if (!text_mode && tokens->count() == 0) throw CLI::RequiredError("--tokens or --prompt");
+    if (text_mode && text_args->prompt_option->count() == 0) {
+      throw CLI::ValidationError("--chat/--system", "need --prompt TEXT");
+    }
+    std::unique_ptr<TextOutput> text;
+    std::vector<int32_t> prompt;
+    if (text_mode) {
+      text::Tokenizer tokenizer = load_model_tokenizer(args->model);
+      prompt = encode_text_prompt(tokenizer, args->model, *text_args);
+      text = std::make_unique<TextOutput>(std::move(tokenizer), /*stream=*/!args->json);
+    } else {
+      prompt = parse_token_list(args->tokens);
+    }
     // A draft source or sampling options hand over to the speculative / sampling path.
     if (speculative_requested(*spec)) {
       RunBasics b;
@@ -105,10 +135,11 @@ void add_run_command(CLI::App& app) {
       b.threads = args->threads;
       b.prefill_chunk = args->prefill_chunk;
       b.max_context = args->max_context;
-      run_speculative(b, *spec);
+      b.prompt_ids = prompt;
+      run_speculative(b, *spec, text.get());
       return;
     }
-    run_run(*args);
+    run_run(*args, prompt, text.get());
   });
 }
 

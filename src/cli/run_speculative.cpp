@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -37,8 +38,8 @@ bool speculative_requested(const SpeculativeRunArgs& a) {
   return !a.draft.empty() || (a.temperature && *a.temperature > 0.0) || a.trace;
 }
 
-void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a) {
-  const std::vector<int32_t> prompt = parse_token_list(b.tokens);
+void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput* text) {
+  const std::vector<int32_t> prompt = b.prompt_ids ? *b.prompt_ids : parse_token_list(b.tokens);
   SpeculativeOptions so;
   so.max_tokens = b.max_tokens;
   so.ignore_eos = b.ignore_eos;
@@ -71,7 +72,9 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a) {
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ThreadPool pool(b.threads);
   TargetCache cache = model->new_cache();
-  const SpeculativeResult res = generate_speculative(*model, cache, drafter.get(), prompt, so, pool);
+  std::function<bool(int32_t)> on_token;
+  if (text != nullptr) on_token = [text](int32_t id) { text->push(id); return true; };
+  const SpeculativeResult res = generate_speculative(*model, cache, drafter.get(), prompt, so, pool, on_token);
   const SpeculativeStats& s = res.stats;
 
   if (b.json) {
@@ -99,17 +102,24 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a) {
                             {"mean_accepted_length", s.mean_accepted_length()},
                             {"gamma_histogram", hist}};
     nlohmann::json doc = {{"tokens", res.tokens}, {"stats", stats}};
+    if (text != nullptr) doc["text"] = text->finish();
     if (a.trace) {
       nlohmann::json rounds = nlohmann::json::array();
       for (const auto& r : res.rounds) rounds.push_back({{"drafts", r.drafts}, {"accepted", r.accepted}});
       doc["rounds"] = rounds;
     }
-    const std::string text = doc.dump() + "\n";
-    std::fputs(text.c_str(), stdout);
+    const std::string out = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    std::fputs(out.c_str(), stdout);
   } else {
-    std::string ids;
-    for (size_t i = 0; i < res.tokens.size(); ++i) ids += (i ? "," : "") + std::to_string(res.tokens[i]);
-    std::fputs((ids + "\n").c_str(), stdout);
+    if (text != nullptr) {  // the text has streamed already
+      text->finish();
+      std::fputs("\n", stdout);
+    } else {
+      std::string ids;
+      for (size_t i = 0; i < res.tokens.size(); ++i) ids += (i ? "," : "") + std::to_string(res.tokens[i]);
+      std::fputs((ids + "\n").c_str(), stdout);
+    }
+    std::fflush(stdout);
     std::fputs(fmt::format("load {:.1f} ms | prefill {} tokens | decode {} tokens, {:.2f} tok/s | drafted {}, "
                            "accepted {} ({:.1f}%), target calls {} | stop: {} | {} threads\n",
                            load_ms, s.prompt_tokens, s.generated_tokens, s.decode_tok_per_s(), s.drafted, s.accepted,

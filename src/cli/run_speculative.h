@@ -5,8 +5,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "cli/text_prompt.h"
 
 namespace specula::cli {
 
@@ -32,6 +35,7 @@ struct RunBasics {
   int threads = 0;
   int64_t prefill_chunk = 512;
   int64_t max_context = 0;
+  std::optional<std::vector<int32_t>> prompt_ids;  // text mode: the encoded prompt (instead of tokens)
 };
 
 void add_speculative_options(CLI::App* cmd, SpeculativeRunArgs& args);
@@ -40,7 +44,8 @@ void add_speculative_options(CLI::App* cmd, SpeculativeRunArgs& args);
 bool speculative_requested(const SpeculativeRunArgs& args);
 
 // Generates with the draft source (or plain sampling when there is none) and prints like
-// `specula run`, plus the speculative statistics (and the rounds with --trace) in --json.
-void run_speculative(const RunBasics& basics, const SpeculativeRunArgs& args);
+// `specula run`, plus the speculative statistics (and the rounds with --trace) in --json. With
+// `text` (text mode) the generated text streams through it and --json adds "text".
+void run_speculative(const RunBasics& basics, const SpeculativeRunArgs& args, TextOutput* text = nullptr);
 
 }  // namespace specula::cli

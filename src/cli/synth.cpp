@@ -1,7 +1,10 @@
 // `specula synth`: writes a synthetic checkpoint (random weights, real layout) and optionally its
-// matching "-assistant" drafter.
+// matching "-assistant" drafter; with --tokenizer DIR the checkpoint also carries DIR's tokenizer
+// files, so that the text commands work on it end to end.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <system_error>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -11,6 +14,8 @@
 #include "specula/synth/plan.h"
 #include "specula/synth/presets.h"
 #include "specula/synth/writer.h"
+#include "specula/text/tokenizer.h"
+#include "specula/util/error.h"
 #include "specula/util/progress.h"
 
 namespace specula::cli {
@@ -27,6 +32,7 @@ struct SynthArgs {
   std::string naming;
   int64_t vocab = 0;  // 0 = the preset's
   std::string drafter_dir;
+  std::string tokenizer_dir;
   uint64_t max_shard_bytes = 5'000'000'000ull;
   bool progress = false;
 };
@@ -35,6 +41,32 @@ std::string quant_text(const synth::SynthOptions& o) {
   std::string s = o.quant ? fmt::format("{}-bit group {}", o.quant->bits, o.quant->group_size)
                           : std::string(o.dtype == DType::F32 ? "f32" : "bf16");
   return s + fmt::format(", {} naming", synth::naming_name(o.resolved_naming()));
+}
+
+void check_tokenizer_fits(const std::string& dir, int64_t vocab) {
+  const std::filesystem::path file = std::filesystem::path(dir) / "tokenizer.json";
+  if (!std::filesystem::is_regular_file(file)) fail("synth --tokenizer: {} not found", file.string());
+  const text::Tokenizer tok = text::Tokenizer::load(file.string());
+  // Special tokens at the very end (Gemma 3's <image_soft_token> at 262144) are multimodal
+  // placeholders that text never encodes to; every other id needs an embedding row.
+  int64_t needed = static_cast<int64_t>(tok.vocab_size());
+  while (needed > 0 && tok.is_special(static_cast<int32_t>(needed - 1))) --needed;
+  if (needed > vocab) {
+    fail("synth --tokenizer: {} uses ids up to {} but the checkpoint's vocab is {} (use --vocab {} or more)",
+         file.string(), needed - 1, vocab, needed);
+  }
+}
+
+// tokenizer.json is required (checked above); the config and the template are copied when present.
+void copy_tokenizer_files(const std::string& from, const std::string& to) {
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"}) {
+    const std::filesystem::path src = std::filesystem::path(from) / name;
+    if (!std::filesystem::is_regular_file(src)) continue;
+    std::error_code ec;
+    std::filesystem::copy_file(src, std::filesystem::path(to) / name,
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) fail("synth --tokenizer: cannot copy {} to {}: {}", src.string(), to, ec.message());
+  }
 }
 
 void run_synth(const SynthArgs& a, bool group_given) {
@@ -61,7 +93,10 @@ void run_synth(const SynthArgs& a, bool group_given) {
   wo.progress = true;  // drawn only on a terminal
   wo.force_progress = a.progress;
   wo.progress_label = "target";
+  // Checked before writing: every id the tokenizer can produce must have an embedding row.
+  if (!a.tokenizer_dir.empty()) check_tokenizer_fits(a.tokenizer_dir, target.config.value("vocab_size", int64_t{0}));
   const synth::WrittenCheckpoint t = synth::write_checkpoint(target, a.out, wo);
+  if (!a.tokenizer_dir.empty()) copy_tokenizer_files(a.tokenizer_dir, a.out);
   std::printf("wrote %s: preset %s (%s), seed %llu, %zu tensors, %s in %zu file(s)\n", a.out.c_str(),
               a.preset.c_str(), quant_text(o).c_str(), static_cast<unsigned long long>(a.seed), t.tensor_count,
               format_bytes(t.tensor_bytes).c_str(), t.weight_files.size());
@@ -101,6 +136,9 @@ void add_synth_command(CLI::App& app) {
                   "switch_glu experts); default mlx when quantized, else hf")
       ->check(CLI::IsMember({"hf", "mlx"}));
   cmd->add_option("--vocab", args->vocab, "vocabulary size (default: the preset's)")->check(CLI::PositiveNumber);
+  cmd->add_option("--tokenizer", args->tokenizer_dir,
+                  "copy tokenizer.json, tokenizer_config.json and chat_template.jinja from this directory "
+                  "(the vocab must cover the tokenizer: --vocab 262144 for Gemma 4's)");
   cmd->add_option("--drafter", args->drafter_dir, "also write the matching -assistant drafter (bf16) here");
   cmd->add_option("--max-shard-bytes", args->max_shard_bytes,
                   "split the weights into model-0000N-of-0000M.safetensors shards above this size")

@@ -81,7 +81,14 @@ Tokenizer Tokenizer::from_file(TokenizerFile&& file) {
 
   t.added_ = parse_added_tokens(cfg, root);
   size_t max_id = t.model_->vocab_size();
-  for (const AddedToken& a : t.added_) max_id = std::max(max_id, static_cast<size_t>(a.id) + 1);
+  for (size_t i = 0; i < t.added_.size(); ++i) {
+    // Same bound as the model's ids: the id-indexed table below must not take gigabytes.
+    if (t.added_[i].id > MergeMap::kMaxId) {
+      json_fail(root.field("added_tokens").index(i),
+                fmt::format("id {} exceeds the supported maximum {}", t.added_[i].id, MergeMap::kMaxId));
+    }
+    max_id = std::max(max_id, static_cast<size_t>(t.added_[i].id) + 1);
+  }
   t.vocab_size_ = max_id;
   t.added_index_by_id_.assign(max_id, -1);
   std::vector<AddedToken> raw, normalized;

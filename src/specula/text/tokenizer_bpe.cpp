@@ -163,6 +163,10 @@ std::unique_ptr<BpeModel> BpeModel::build(const TokenizerFile& file, const nlohm
   const size_t n = file.vocab_tokens.size();
   int64_t max_id = -1;
   for (int64_t id : file.vocab_ids) max_id = std::max(max_id, id);
+  // Checked before the id-indexed tables are sized: one huge id must not allocate gigabytes.
+  if (max_id > MergeMap::kMaxId) {
+    json_fail(at.field("vocab"), fmt::format("token id {} exceeds the supported maximum {}", max_id, MergeMap::kMaxId));
+  }
   m->vocab_.reserve(n);
   m->id_tokens_.assign(static_cast<size_t>(max_id + 1), StringSpan{0, 0});
   std::vector<bool> seen(static_cast<size_t>(max_id + 1), false);
@@ -203,9 +207,6 @@ std::unique_ptr<BpeModel> BpeModel::build(const TokenizerFile& file, const nlohm
   const size_t merge_count = file.merge_left.size();
   if (static_cast<int64_t>(merge_count) > MergeMap::kMaxRank + 1) {
     json_fail(at.field("merges"), fmt::format("{} merges exceed the supported {}", merge_count, MergeMap::kMaxRank + 1));
-  }
-  if (max_id > MergeMap::kMaxId) {
-    json_fail(at.field("vocab"), fmt::format("token id {} exceeds the supported maximum {}", max_id, MergeMap::kMaxId));
   }
   // Lookups are prefetched kAhead merges in advance: loading is bound by cache misses.
   constexpr size_t kAhead = 16;

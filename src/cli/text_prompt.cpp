@@ -1,0 +1,68 @@
+#include "cli/text_prompt.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "specula/text/chat_template.h"
+#include "specula/util/error.h"
+
+namespace specula::cli {
+
+void add_text_prompt_options(CLI::App* cmd, TextPromptArgs& a) {
+  a.prompt_option = cmd->add_option("--prompt", a.prompt, "prompt text (encoded with the checkpoint's tokenizer.json, one <bos>)");
+  cmd->add_flag("--chat", a.chat, "with --prompt: render the chat template around it as a user message");
+  cmd->add_option("--system", a.system, "with --chat: a system message before the user message");
+}
+
+bool text_prompt_requested(const TextPromptArgs& a) {
+  return (a.prompt_option != nullptr && a.prompt_option->count() > 0) || a.chat || !a.system.empty();
+}
+
+text::Tokenizer load_model_tokenizer(const std::string& model_dir) {
+  const std::filesystem::path file = std::filesystem::path(model_dir) / "tokenizer.json";
+  if (!std::filesystem::is_regular_file(file)) {
+    fail("{} not found: text prompts need the checkpoint's tokenizer (give token ids with --tokens instead)",
+         file.string());
+  }
+  return text::Tokenizer::load(file.string());
+}
+
+std::vector<int32_t> encode_text_prompt(const text::Tokenizer& tokenizer, const std::string& model_dir,
+                                        const TextPromptArgs& a) {
+  if (!a.chat) {
+    if (!a.system.empty()) throw CLI::ValidationError("--system", "needs --chat (a raw --prompt has no message roles)");
+    return tokenizer.encode(a.prompt, /*add_special_tokens=*/true);
+  }
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
+  messages.push_back({{"role", "user"}, {"content", a.prompt}});
+  const ChatTemplate chat_template = ChatTemplate::from_model_dir(model_dir);
+  const std::string rendered = chat_template.render(messages, nullptr, /*add_generation_prompt=*/true);
+  return tokenizer.encode(rendered, /*add_special_tokens=*/false);
+}
+
+TextOutput::TextOutput(text::Tokenizer tokenizer, bool stream)
+    : tokenizer_(std::make_unique<text::Tokenizer>(std::move(tokenizer))),
+      detokenizer_(std::make_unique<text::StreamingDetokenizer>(*tokenizer_)),
+      stream_(stream) {}
+
+void TextOutput::push(int32_t id) { write(detokenizer_->push(id)); }
+
+const std::string& TextOutput::finish() {
+  if (!finished_) {
+    write(detokenizer_->finish());
+    finished_ = true;
+  }
+  return detokenizer_->text();
+}
+
+void TextOutput::write(const std::string& piece) const {
+  if (!stream_ || piece.empty()) return;
+  std::fwrite(piece.data(), 1, piece.size(), stdout);
+  std::fflush(stdout);  // the user sees each piece as it is produced
+}
+
+}  // namespace specula::cli
