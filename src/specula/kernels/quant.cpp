@@ -39,12 +39,20 @@ void pack_codes(std::span<const uint8_t> codes, int bits, std::span<uint32_t> wo
   }
 }
 
+// Packed rows come straight from the mapped file, where a writer that does not sort tensors by
+// alignment can leave them at any even offset: read words without assuming 4-byte alignment.
+static inline uint32_t load_word(const uint32_t* words, size_t i) {
+  uint32_t w;
+  std::memcpy(&w, reinterpret_cast<const unsigned char*>(words) + i * sizeof(uint32_t), sizeof(w));
+  return w;
+}
+
 uint32_t unpack_code(const uint32_t* words, int bits, int64_t j) {
   const uint64_t bit = static_cast<uint64_t>(bits) * static_cast<uint64_t>(j);
   const size_t word = bit / 32;
   const unsigned shift = bit % 32;
-  uint64_t v = words[word] >> shift;
-  if (shift + bits > 32) v |= static_cast<uint64_t>(words[word + 1]) << (32 - shift);
+  uint64_t v = load_word(words, word) >> shift;
+  if (shift + bits > 32) v |= static_cast<uint64_t>(load_word(words, word + 1)) << (32 - shift);
   return static_cast<uint32_t>(v & ((1u << bits) - 1u));
 }
 
@@ -104,7 +112,11 @@ float widen(const void* p, DType t, int64_t i) {
   switch (t) {
     case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
     case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::F32: return static_cast<const float*>(p)[i];
+    case DType::F32: {
+      float v;  // unaligned-safe (see load_word)
+      std::memcpy(&v, static_cast<const unsigned char*>(p) + i * sizeof(float), sizeof(v));
+      return v;
+    }
     default: break;
   }
   fail("affine weights: scale dtype {} not supported (BF16, F16, F32)", dtype_name(t));
