@@ -67,15 +67,7 @@ void run_run(const RunArgs& a, const std::vector<int32_t>& prompt, TextOutput* t
     const std::string out = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     std::fputs(out.c_str(), stdout);
   } else {
-    if (text != nullptr) {  // the text has streamed already
-      text->finish();
-      std::fputs("\n", stdout);
-    } else {
-      std::string ids;
-      for (size_t i = 0; i < res.tokens.size(); ++i) ids += (i ? "," : "") + std::to_string(res.tokens[i]);
-      std::fputs((ids + "\n").c_str(), stdout);
-    }
-    std::fflush(stdout);
+    print_run_output(res.tokens, text);
     std::fputs(fmt::format("load {:.1f} ms | prefill {} tokens, {:.1f} tok/s | decode {} tokens, {:.2f} tok/s | "
                            "stop: {} | {} threads\n",
                            load_ms, s.prompt_tokens, s.prefill_tok_per_s(), s.generated_tokens, s.decode_tok_per_s(),

@@ -65,4 +65,16 @@ void TextOutput::write(const std::string& piece) const {
   std::fflush(stdout);  // the user sees each piece as it is produced
 }
 
+void print_run_output(const std::vector<int32_t>& tokens, TextOutput* text) {
+  if (text != nullptr) {
+    text->finish();
+    std::fputs("\n", stdout);
+  } else {
+    std::string ids;
+    for (size_t i = 0; i < tokens.size(); ++i) ids += (i ? "," : "") + std::to_string(tokens[i]);
+    std::fputs((ids + "\n").c_str(), stdout);
+  }
+  std::fflush(stdout);
+}
+
 }  // namespace specula::cli

@@ -55,4 +55,8 @@ class TextOutput {
   bool finished_ = false;
 };
 
+// The plain-text (non --json) output of `specula run`: with text output the text has streamed
+// already and only the closing newline is left; without, the token ids as one comma-separated line.
+void print_run_output(const std::vector<int32_t>& tokens, TextOutput* text);
+
 }  // namespace specula::cli
