@@ -1,14 +1,16 @@
-// Quantized matmul at decode shapes (M = 1..8 rows against Gemma-4-E4B-sized weights).
-// Each iteration uses the next of several distinct weight copies (> 256 MB in all), so weights
-// stream from DRAM as they do in a real forward pass, not from L3. Counter "GB/s" = weight bytes
-// (codes + scales + biases) streamed per second; compare with bench_membw.
+// Quantized matmul at Gemma-4-E4B shapes (4-bit g64, K/N = 2560 hidden, 10240 MLP, 2048/512
+// q/kv, 262144-row LM head), exact vs fast precision, M = 1, 2, 4, 5, 8 (decode and verify) and
+// 512 (prefill), 1 and 2 threads; and the bf16 drafter-sized matmul. Each iteration uses the next
+// of several distinct weight copies (> 192 MB in all), so weights stream from DRAM as they do in a
+// real forward pass, not from L3. Counter "GB/s" = weight bytes (codes + scales + biases) streamed
+// per second; compare with bench_membw. Verify ratio of M rows = time(M) / time(1).
 //
 //   build-*/bench/bench_matmul --benchmark_min_time=0.2 --benchmark_repetitions=5
 //       --benchmark_report_aggregates_only=true  (one line)
+//   --benchmark_filter='BM_QuantMatmul/K:2560/N:262144'   (one shape)
 #include <benchmark/benchmark.h>
 
 #include <cstring>
-#include <map>
 #include <memory>
 #include <random>
 #include <tuple>
@@ -21,9 +23,10 @@
 namespace specula {
 namespace {
 
-constexpr uint64_t kWorkingSet = 320ull << 20;  // well above any L3 on the test machines
+constexpr uint64_t kWorkingSet = 192ull << 20;  // well above any L3 on the test machines
 
-// Distinct copies of one [N, K] affine weight (group 64, bf16 scales), laid out back to back.
+// Distinct copies of one [N, K] affine (group 64, bf16 scales) or bf16 (bits = 16) weight, laid
+// out back to back.
 struct WeightCopies {
   std::vector<uint8_t> codes;
   std::vector<uint16_t> scales_biases;
@@ -31,37 +34,50 @@ struct WeightCopies {
 };
 
 const WeightCopies& weight_copies(int64_t n, int64_t k, int bits) {
-  static std::map<std::tuple<int64_t, int64_t, int>, std::unique_ptr<WeightCopies>> cache;
-  auto& slot = cache[{n, k, bits}];
-  if (slot) return *slot;
+  // Only the shape being measured is kept (the benchmarks run shape by shape).
+  static std::tuple<int64_t, int64_t, int> key;
+  static std::unique_ptr<WeightCopies> slot;
+  if (slot && key == std::make_tuple(n, k, bits)) return *slot;
+  slot.reset();
+  key = {n, k, bits};
   slot = std::make_unique<WeightCopies>();
   WeightCopies& wc = *slot;
+  const bool dense = bits == 16;
   const int gs = 64;
   WeightMatrix proto;
-  proto.format = WeightFormat::Affine;
+  proto.format = dense ? WeightFormat::BF16 : WeightFormat::Affine;
   proto.rows = n;
   proto.cols = k;
-  proto.bits = bits;
-  proto.group_size = gs;
+  proto.bits = dense ? 0 : bits;
+  proto.group_size = dense ? 0 : gs;
   proto.scale_dtype = DType::BF16;
   const uint64_t per_copy = proto.bytes();
   const int64_t count = static_cast<int64_t>((kWorkingSet + per_copy - 1) / per_copy);
   const int64_t code_bytes = n * proto.row_bytes();
-  const int64_t sb = n * (k / gs);
+  const int64_t sb = dense ? 0 : n * (k / gs);
   wc.codes.resize(static_cast<size_t>(count * code_bytes));
   wc.scales_biases.resize(static_cast<size_t>(count * 2 * sb));
   std::mt19937_64 rng(42);
-  for (size_t i = 0; i + 8 <= wc.codes.size(); i += 8) {
-    const uint64_t r = rng();
-    std::memcpy(&wc.codes[i], &r, 8);
-  }
   std::uniform_real_distribution<float> uni(-0.05f, 0.05f);
+  if (dense) {
+    for (size_t i = 0; i + 2 <= wc.codes.size(); i += 2) {
+      const uint16_t v = f32_to_bf16(uni(rng));
+      std::memcpy(&wc.codes[i], &v, 2);
+    }
+  } else {
+    for (size_t i = 0; i + 8 <= wc.codes.size(); i += 8) {
+      const uint64_t r = rng();
+      std::memcpy(&wc.codes[i], &r, 8);
+    }
+  }
   for (auto& v : wc.scales_biases) v = f32_to_bf16(uni(rng));
   for (int64_t c = 0; c < count; ++c) {
     WeightMatrix w = proto;
     w.data = wc.codes.data() + c * code_bytes;
-    w.scales = wc.scales_biases.data() + c * 2 * sb;
-    w.biases = wc.scales_biases.data() + c * 2 * sb + sb;
+    if (!dense) {
+      w.scales = wc.scales_biases.data() + c * 2 * sb;
+      w.biases = wc.scales_biases.data() + c * 2 * sb + sb;
+    }
     wc.copies.push_back(w);
   }
   return wc;
@@ -76,6 +92,7 @@ void BM_QuantMatmul(benchmark::State& state) {
   const int64_t k = state.range(0), n = state.range(1), m = state.range(2);
   const int bits = static_cast<int>(state.range(3));
   const int threads = static_cast<int>(state.range(4));
+  const Precision precision = state.range(5) != 0 ? Precision::Fast : Precision::Exact;
   const WeightCopies& wc = weight_copies(n, k, bits);
   ThreadPool& pool = pool_of(threads);
   std::vector<float> x(m * k), y(m * n);
@@ -84,30 +101,42 @@ void BM_QuantMatmul(benchmark::State& state) {
   for (auto& v : x) v = uni(rng);
   size_t next = 0;
   for (auto _ : state) {
-    matmul(x.data(), m, wc.copies[next], y.data(), pool);
+    matmul(x.data(), m, wc.copies[next], y.data(), pool, precision);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
     next = next + 1 == wc.copies.size() ? 0 : next + 1;
   }
   const double bytes = static_cast<double>(wc.copies[0].bytes());
   state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(isa_name(active_isa())));
+  const bool fast = precision == Precision::Fast && fast_matmul_supported(wc.copies[0]);
+  state.SetLabel(std::string(isa_name(active_isa())) + (fast ? " fast" : " exact"));
 }
 
-void decode_shapes(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"K", "N", "M", "bits", "threads"});
-  const int64_t shapes[][2] = {{2560, 10240}, {2560, 2560}, {10240, 2560}};
-  for (int threads : {1, 2}) {
-    for (int bits : {4, 8}) {
-      for (const auto& s : shapes) {
-        for (int m : {1, 2, 4, 8}) b->Args({s[0], s[1], m, bits, threads});
+// E4B (hidden 2560, MLP 10240, 8 q heads and 2 kv heads of 256, tied 262144-row LM head).
+// Args: K, N, M, bits (16 = bf16 dense), threads, fast (0/1).
+void e4b_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"K", "N", "M", "bits", "threads", "fast"});
+  struct Shape {
+    int64_t k, n;
+    int bits;
+    bool prefill;
+  };
+  // Shape by shape (the weight copies are built once per shape): the LM head and the MLP first.
+  const Shape shapes[] = {{2560, 262144, 4, false}, {2560, 10240, 4, true}, {10240, 2560, 4, true},
+                          {2560, 2048, 4, false},   {2560, 512, 4, false},  {2048, 2560, 4, false},
+                          {2560, 10240, 8, false},  {2560, 2560, 16, false}};
+  for (const Shape& s : shapes) {
+    for (int threads : {1, 2}) {
+      for (int fast : {0, 1}) {
+        for (int m : {1, 2, 4, 5, 8}) b->Args({s.k, s.n, m, s.bits, threads, fast});
+        if (s.prefill && threads == 2) b->Args({s.k, s.n, 512, s.bits, threads, fast});
       }
     }
   }
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 
-BENCHMARK(BM_QuantMatmul)->Apply(decode_shapes);
+BENCHMARK(BM_QuantMatmul)->Apply(e4b_shapes);
 
 }  // namespace
 }  // namespace specula

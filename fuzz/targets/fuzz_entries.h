@@ -21,5 +21,12 @@ int fuzz_tokenizer_codec(const uint8_t* data, size_t size);
 int fuzz_chat_template(const uint8_t* data, size_t size);
 // Tool-call extraction and argument parsing of model output text.
 int fuzz_tool_calls(const uint8_t* data, size_t size);
+// A checkpoint directory (config.json, tensor inventory, optional shard index) written to a temp
+// dir, then load_target + make_target_weights (or load_drafter + check_drafter_compat). See
+// targets/checkpoint_dir.cpp for the input format.
+int fuzz_checkpoint_dir(const uint8_t* data, size_t size);
+// OpenAI request bodies (server/openai_request.h). Byte 0: bits 0-1 endpoint (chat completions,
+// completions, tokenize, detokenize), bit 2 a vocabulary of 262144, bit 3 small limits.
+int fuzz_openai_request(const uint8_t* data, size_t size);
 
 }  // namespace specula::fuzz

@@ -1,12 +1,11 @@
-// `specula bench`: end-to-end target-model speed on synthetic full-size checkpoints (default: E2B
-// and E4B geometry, 4-bit group 64, MLX layout) or given checkpoint directories. Measures load
-// time, prefill tok/s, decode tok/s per thread count, peak RSS, the weight bytes one decode step
-// streams and the implied GB/s next to the machine's measured read bandwidth. Writes JSON and a
-// markdown table.
+// `specula bench`: the benchmark suite of issue 7 (bench/bench_suite.h) on a given checkpoint (and
+// drafter), or, without --model, on synthetic full-size E2B and E4B checkpoints (4-bit group 64,
+// the E4B with its bf16 assistant drafter) written once into a cache directory. Markdown tables on
+// stdout, or one JSON object with --json; progress lines on stderr.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -14,17 +13,13 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
-#include "cli/bench_draft.h"
 #include "cli/commands.h"
+#include "specula/bench/bench_report.h"
+#include "specula/bench/bench_suite.h"
+#include "specula/bench/synthetic_models.h"
 #include "specula/kernels/isa.h"
-#include "specula/model/target_benchmark.h"
-#include "specula/model/target_model.h"
-#include "specula/synth/plan.h"
-#include "specula/synth/writer.h"
 #include "specula/util/error.h"
-#include "specula/util/memory_bandwidth.h"
 
 namespace specula::cli {
 
@@ -33,129 +28,87 @@ namespace {
 namespace fs = std::filesystem;
 
 struct BenchArgs {
-  std::vector<std::string> models;
+  std::string model;
+  std::string draft;
   std::vector<std::string> presets;
-  int bits = 4;
-  int group_size = 64;
-  std::string work_dir = (fs::temp_directory_path() / "specula-bench").string();
+  std::string cache_dir;
   std::vector<int> threads = {1, 2};
-  int64_t prompt_tokens = 512;
-  int64_t decode_tokens = 16;
-  std::string json_path;
-  std::string markdown_path;
-  DraftBenchArgs draft;  // --draft: speculative-decoding costs instead of plain speed
+  bool json = false;
+  std::string precision = "fast";
+  bool quick = false;
+  int64_t runs = 0;            // 0: the default of the chosen mode (full or quick)
+  int64_t prompt_tokens = 0;
+  int64_t decode_tokens = 0;
+  int64_t spec_tokens = 0;
 };
 
-// The checkpoint directory of a preset, synthesized once and reused while its config exists.
-std::string ensure_synthetic(const BenchArgs& a, const std::string& preset) {
-  const fs::path dir = fs::path(a.work_dir) / fmt::format("{}-q{}g{}", preset, a.bits, a.group_size);
-  if (fs::exists(dir / "config.json")) return dir.string();
-  synth::SynthOptions o;
-  o.preset = preset;
-  o.quant = QuantSpec{a.bits, a.group_size, "affine"};
-  synth::validate_options(o);
-  synth::WriteCheckpointOptions w;
-  w.progress = true;
-  w.progress_label = "synth " + preset;
-  std::fprintf(stderr, "writing synthetic %s checkpoint to %s\n", preset.c_str(), dir.string().c_str());
-  synth::write_checkpoint(synth::plan_target(o), dir.string(), w);
-  return dir.string();
+void log_line(const std::string& s) {
+  std::fprintf(stderr, "[bench] %s\n", s.c_str());
+  std::fflush(stderr);
+}
+
+// A readable name for a checkpoint directory: its last component, or "parent/model" for the
+// common ".../NAME/model" layout.
+std::string model_name(const std::string& dir) {
+  fs::path p = fs::path(dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  const std::string last = p.filename().string();
+  if ((last == "model" || last == "target") && !p.parent_path().filename().empty())
+    return p.parent_path().filename().string() + "/" + last;
+  return last;
 }
 
 void run_bench(const BenchArgs& a) {
-  std::vector<std::pair<std::string, std::string>> targets;  // name, dir
-  for (const std::string& m : a.models) targets.emplace_back(fs::path(m).filename().string(), m);
-  if (!a.draft.draft_dir.empty()) {
-    if (a.models.size() != 1 || !a.presets.empty()) fail("bench --draft needs exactly one --model (the drafter's target)");
-    const std::string md = run_draft_bench(a.models.front(), a.draft, a.threads);
-    if (!a.markdown_path.empty()) {
-      std::ofstream f(a.markdown_path);
-      if (!(f << md)) fail("bench: cannot write {}", a.markdown_path);
-    }
-    return;
-  }
-  std::vector<std::string> presets = a.presets;
-  if (presets.empty() && a.models.empty()) presets = {"e2b", "e4b"};
-  for (const std::string& p : presets) targets.emplace_back(fmt::format("{} q{}g{}", p, a.bits, a.group_size),
-                                                            ensure_synthetic(a, p));
+  if (!a.draft.empty() && a.model.empty())
+    throw CLI::ValidationError("--draft", "needs --model (the drafter's target checkpoint)");
+  if (!a.presets.empty() && !a.model.empty())
+    throw CLI::ValidationError("--preset", "selects synthetic checkpoints and cannot be combined with --model");
+  const auto start = std::chrono::steady_clock::now();
 
-  nlohmann::json report = {{"prompt_tokens", a.prompt_tokens},
-                           {"decode_tokens", a.decode_tokens},
-                           {"models", nlohmann::json::array()}};
-  struct Row {
-    std::string name;
-    int threads;
-    double load_ms, prefill_tok_per_s, decode_tok_per_s, decode_ms, decode_cpu_ms, weight_mb, gbs, rss_mb;
-  };
-  std::vector<Row> rows;
+  bench::SuiteOptions o = a.quick ? bench::SuiteOptions::quick() : bench::SuiteOptions{};
+  o.threads.clear();
+  for (int t : a.threads)  // each count once, in the order given
+    if (std::find(o.threads.begin(), o.threads.end(), t) == o.threads.end()) o.threads.push_back(t);
+  o.precision = parse_precision(a.precision);
+  if (a.runs > 0) o.runs = a.runs;
+  if (a.prompt_tokens > 0) o.prompt_tokens = a.prompt_tokens;
+  if (a.decode_tokens > 0) o.decode_tokens = a.decode_tokens;
+  if (a.spec_tokens > 0) o.spec_tokens = a.spec_tokens;
+  o.validate();
 
-  for (const auto& [name, dir] : targets) {
-    TargetOptions opts;
-    const auto t0 = std::chrono::steady_clock::now();
-    auto model = TargetModel::load(dir, opts);
-    const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    const uint64_t bytes = decode_weight_bytes(*model);
-    nlohmann::json m = {{"name", name}, {"dir", dir}, {"load_ms", load_ms}, {"weight_bytes_per_token", bytes},
-                        {"runs", nlohmann::json::array()}};
-    for (int t : a.threads) {
-      ThreadPool pool(t);
-      TargetBenchOptions bo;
-      bo.prompt_tokens = a.prompt_tokens;
-      bo.decode_tokens = a.decode_tokens;
-      const TargetBenchRun r = bench_target(*model, bo, pool);
-      const double gbs = static_cast<double>(bytes) * r.decode_tok_per_s / 1e9;
-      const double rss_mb = static_cast<double>(peak_rss_bytes()) / 1e6;
-      m["runs"].push_back({{"threads", r.threads},
-                           {"prefill_ms", r.prefill_ms},
-                           {"prefill_tok_per_s", r.prefill_tok_per_s},
-                           {"decode_ms_median", r.decode_ms_median},
-                           {"decode_ms_min", r.decode_ms_min},
-                           {"decode_tok_per_s", r.decode_tok_per_s},
-                           {"prefill_cpu_ms", r.prefill_cpu_ms},
-                           {"decode_cpu_ms_per_token", r.decode_cpu_ms_per_token},
-                           {"implied_gbs", gbs},
-                           {"peak_rss_mb", rss_mb}});
-      rows.push_back(Row{name, r.threads, load_ms, r.prefill_tok_per_s, r.decode_tok_per_s, r.decode_ms_median,
-                         r.decode_cpu_ms_per_token, static_cast<double>(bytes) / 1e6, gbs, rss_mb});
-      std::fprintf(stderr, "%s, %d threads: prefill %.2f tok/s, decode %.2f tok/s\n", name.c_str(), r.threads,
-                   r.prefill_tok_per_s, r.decode_tok_per_s);
+  std::vector<bench::ModelToBench> models;
+  if (!a.model.empty()) {
+    models.push_back({model_name(a.model), a.model, a.draft});
+  } else {
+    const std::string cache = a.cache_dir.empty() ? bench::default_bench_cache_dir() : a.cache_dir;
+    const std::vector<std::string> presets = a.presets.empty() ? std::vector<std::string>{"e2b", "e4b"} : a.presets;
+    for (const std::string& p : presets) {
+      bench::SyntheticModelSpec spec;
+      spec.preset = p;
+      spec.with_drafter = p == "e4b";  // the E4B-assistant is the drafter the targets of issue 7 name
+      const bench::SyntheticModel sm = bench::ensure_synthetic_model(cache, spec, log_line);
+      models.push_back({spec.name(), sm.model_dir, sm.drafter_dir});
     }
-    m["peak_rss_mb"] = static_cast<double>(peak_rss_bytes()) / 1e6;
-    report["models"].push_back(std::move(m));
   }
-  // Bandwidth last, so its buffer does not count in the models' peak RSS.
-  int max_threads = 1;
-  for (int t : a.threads) max_threads = std::max(max_threads, t);
-  double bandwidth = 0.0;
-  {
-    ThreadPool pool(max_threads);
-    bandwidth = measure_read_bandwidth_gbs(pool);
-  }
-  report["machine"] = {{"read_bandwidth_gbs", bandwidth},
-                       {"bandwidth_threads", max_threads},
-                       {"hardware_threads", std::thread::hardware_concurrency()},
-                       {"kernels", std::string(isa_name(active_isa()))}};
-  std::string md = fmt::format(
-      "Machine read bandwidth: {:.1f} GB/s ({} threads), kernels: {}\n\n"
-      "| model | threads | load ms | prefill tok/s ({} tok) | decode tok/s | decode ms (median) | decode CPU ms/token | "
-      "weight MB/token | implied GB/s | % of bandwidth | peak RSS MB |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|\n",
-      bandwidth, max_threads, isa_name(active_isa()), a.prompt_tokens);
-  for (const Row& r : rows)
-    md += fmt::format("| {} | {} | {:.0f} | {:.2f} | {:.2f} | {:.1f} | {:.1f} | {:.0f} | {:.2f} | {:.0f}% | {:.0f} |\n",
-                      r.name, r.threads, r.load_ms, r.prefill_tok_per_s, r.decode_tok_per_s, r.decode_ms, r.decode_cpu_ms,
-                      r.weight_mb, r.gbs,
-                      bandwidth > 0 ? 100.0 * r.gbs / bandwidth : 0.0, r.rss_mb);
-  std::fputs(md.c_str(), stdout);
+  log_line(fmt::format(
+      "precision {}, threads {}, {} run(s); prompt {} + {} decode tokens; verify widths 2..{}; "
+      "speculative runs {} + {} tokens at p {} x gamma {}",
+      precision_name(o.precision), fmt::join(o.threads, ","), o.runs, o.prompt_tokens, o.decode_tokens,
+      o.max_verify_width, o.spec_prompt_tokens, o.spec_tokens, fmt::join(o.acceptance, ","), fmt::join(o.gammas, ",")));
+
+  bench::SuiteReport report;
+  report.options = o;
+  report.kernels = isa_name(active_isa());
+  report.hardware_threads = static_cast<int>(std::thread::hardware_concurrency());
+  for (const bench::ModelToBench& m : models) report.models.push_back(bench::bench_model(m, o, log_line));
+  // Last, so that its buffer does not count in the models' peak RSS.
+  report.bandwidth_gbs = bench::measure_bandwidths(o, log_line);
+  report.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  const std::string out = a.json ? bench::report_json(report).dump(2) + "\n" : bench::report_markdown(report);
+  std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
-  if (!a.json_path.empty()) {
-    std::ofstream f(a.json_path);
-    if (!(f << report.dump(2) << "\n")) fail("bench: cannot write {}", a.json_path);
-  }
-  if (!a.markdown_path.empty()) {
-    std::ofstream f(a.markdown_path);
-    if (!(f << md)) fail("bench: cannot write {}", a.markdown_path);
-  }
+  log_line(fmt::format("done in {:.0f} s", report.elapsed_s));
 }
 
 }  // namespace
@@ -163,27 +116,35 @@ void run_bench(const BenchArgs& a) {
 void add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "bench", "measure load time, prefill and decode speed (default: synthetic E2B and E4B, 4-bit g64)");
-  cmd->add_option("--model", args->models, "checkpoint directory to measure (repeatable)");
-  cmd->add_option("--preset", args->presets, "synthetic preset to write (once) and measure (repeatable)");
-  cmd->add_option("--bits", args->bits, "quantization bits of synthetic checkpoints")->check(CLI::IsMember({2, 3, 4, 5, 6, 8}));
-  cmd->add_option("--group-size", args->group_size, "quantization group size of synthetic checkpoints")
-      ->check(CLI::IsMember({32, 64, 128}));
-  cmd->add_option("--work-dir", args->work_dir, "where synthetic checkpoints are written and reused");
-  cmd->add_option("--threads", args->threads, "thread counts to measure, e.g. 1,2")->delimiter(',')
-      ->check(CLI::Range(1, 1024));
-  cmd->add_option("--prompt-tokens", args->prompt_tokens, "prefill prompt length")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--decode-tokens", args->decode_tokens, "decode steps measured (median reported)")
+      "bench",
+      "benchmark suite: decode, prefill, time to first token, verify and drafter costs, speculative speedups at "
+      "controlled acceptance, load time, peak RSS, read bandwidth (default: synthetic E2B and E4B 4-bit g64 + "
+      "E4B-assistant, written once into the cache directory)");
+  cmd->add_option("--model", args->model, "target checkpoint directory (default: synthetic checkpoints)");
+  cmd->add_option("--draft", args->draft, "assistant drafter directory: adds drafter costs and speculative runs");
+  cmd->add_option("--preset", args->presets, "without --model: synthetic models to measure (default e2b and e4b)")
+      ->check(CLI::IsMember({"e2b", "e4b"}));
+  cmd->add_option("--cache-dir", args->cache_dir,
+                  "where synthetic checkpoints are written and reused (default $XDG_CACHE_HOME/specula/bench or "
+                  "~/.cache/specula/bench)");
+  cmd->add_option("--threads", args->threads, "thread counts, e.g. 1,2")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_flag("--json", args->json, "print one JSON object instead of the markdown tables");
+  cmd->add_option("--precision", args->precision, "matmul precision: exact (f32) or fast (low-precision activations)")
+      ->check(CLI::IsMember({"exact", "fast"}))
+      ->capture_default_str();
+  cmd->add_option("--runs", args->runs, "runs per figure, the median is reported (default 3; --quick 1)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
+  cmd->add_option("--prompt-tokens", args->prompt_tokens, "prefill prompt length (default 512; --quick 32)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--json", args->json_path, "write the results as JSON to this file");
-  cmd->add_option("--markdown", args->markdown_path, "write the markdown table to this file");
-  cmd->add_option("--draft", args->draft.draft_dir,
-                  "assistant drafter directory: measure drafter-step and verify costs and controlled-acceptance speedups");
-  cmd->add_flag("--costs-only", args->draft.costs_only, "with --draft: skip the controlled-acceptance runs");
-  cmd->add_option("--generate-tokens", args->draft.generate_tokens, "with --draft: tokens per controlled-acceptance run")
+  cmd->add_option("--decode-tokens", args->decode_tokens, "decode steps timed after the prompt (default 16; --quick 4)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--draft-context", args->draft.prompt_tokens, "with --draft: context length for the cost measurements")
+  cmd->add_option("--spec-tokens", args->spec_tokens,
+                  "tokens per speculative and matching plain run (default 32; --quick 8)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_flag("--quick", args->quick, "a few tokens and one run (smoke tests; the figures are not meaningful)");
   cmd->callback([args] { run_bench(*args); });
 }
 

@@ -14,5 +14,8 @@ void add_bench_command(CLI::App& app);
 void add_render_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_detokenize_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+void add_chat_command(CLI::App& app);
+void add_demo_command(CLI::App& app);
 
 }  // namespace specula::cli

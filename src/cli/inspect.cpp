@@ -1,15 +1,21 @@
 // `specula inspect`: loads (and thereby validates) a checkpoint, optionally with a drafter, and
-// prints its summary as text or JSON.
+// prints its summary as text or JSON. With --check it also reads every float tensor's values and
+// fails (exit 1) naming the tensors that hold NaN or infinity (io/tensor_check.h).
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "specula/io/checkpoint.h"
 #include "specula/io/checkpoint_summary.h"
+#include "specula/io/tensor_check.h"
+#include "specula/util/error.h"
 
 namespace specula::cli {
 
@@ -19,16 +25,58 @@ struct InspectArgs {
   std::string dir;
   std::string draft_dir;
   bool json = false;
+  bool check = false;
 };
+
+// The value scan of one checkpoint: a summary line (text) or object (JSON), and its problems.
+struct ValueCheck {
+  TensorValueCheck result;
+  std::string label;  // "target" / "drafter"
+};
+
+nlohmann::json check_json(const TensorValueCheck& c) {
+  nlohmann::json bad = nlohmann::json::array();
+  for (const NonFiniteTensor& t : c.non_finite)
+    bad.push_back({{"tensor", t.name}, {"file", t.file}, {"nan", t.count.nan}, {"inf", t.count.inf},
+                   {"first_index", t.count.first_index}});
+  return {{"tensors_checked", c.tensors_checked}, {"bytes_checked", c.bytes_checked}, {"non_finite", bad}};
+}
+
+std::string check_text(const ValueCheck& v) {
+  const TensorValueCheck& c = v.result;
+  std::string out = fmt::format("{} values: {} float tensors ({} bytes) checked, ", v.label, c.tensors_checked,
+                                c.bytes_checked);
+  if (c.clean()) return out + "all finite\n";
+  out += fmt::format("{} with NaN or infinite values:\n", c.non_finite.size());
+  for (const NonFiniteTensor& t : c.non_finite) out += "  " + format_non_finite(t) + "\n";
+  return out;
+}
 
 void run_inspect(const InspectArgs& a) {
   const TargetCheckpoint target = load_target(a.dir);
   std::optional<DrafterCheckpoint> drafter;
   if (!a.draft_dir.empty()) drafter = load_drafter(a.draft_dir);
   const CheckpointSummary s = summarize_checkpoint(target, drafter ? &*drafter : nullptr);
-  const std::string text = a.json ? summary_json(s).dump(2) + "\n" : format_summary(s);
+  std::vector<ValueCheck> checks;
+  if (a.check) {
+    checks.push_back({check_tensor_values(target.store), "target"});
+    if (drafter) checks.push_back({check_tensor_values(drafter->store), "drafter"});
+  }
+  std::string text;
+  if (a.json) {
+    nlohmann::json doc = summary_json(s);
+    for (const ValueCheck& v : checks) doc["value_check"][v.label] = check_json(v.result);
+    text = doc.dump(2) + "\n";
+  } else {
+    text = format_summary(s);
+    for (const ValueCheck& v : checks) text += check_text(v);
+  }
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
+  size_t bad = 0;
+  for (const ValueCheck& v : checks) bad += v.result.non_finite.size();
+  if (bad > 0)
+    fail("{} tensor(s) hold NaN or infinite values (listed above): the checkpoint's data is corrupt", bad);
 }
 
 }  // namespace
@@ -39,6 +87,8 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("dir", args->dir, "target checkpoint directory")->required();
   cmd->add_option("--draft", args->draft_dir, "drafter checkpoint directory (also checks compatibility)");
   cmd->add_flag("--json", args->json, "print JSON instead of text");
+  cmd->add_flag("--check", args->check,
+                "also read every float tensor and fail if any holds NaN or infinity (reads the whole checkpoint)");
   cmd->callback([args] { run_inspect(*args); });
 }
 

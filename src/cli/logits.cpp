@@ -25,12 +25,14 @@ struct LogitsArgs {
   bool json = false;
   int threads = 0;
   int64_t prefill_chunk = 512;
+  std::string precision = "exact";
 };
 
 void run_logits(const LogitsArgs& a) {
   const std::vector<int32_t> ids = parse_token_list(a.tokens);
   TargetOptions opts;
   opts.prefill_chunk = a.prefill_chunk;
+  opts.precision = parse_precision(a.precision);
   auto model = TargetModel::load(a.model, opts);
   ThreadPool pool(a.threads);
   TargetCache cache = model->new_cache();
@@ -68,6 +70,11 @@ void add_logits_command(CLI::App& app) {
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--prefill-chunk", args->prefill_chunk, "rows per forward step (results do not depend on it)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--precision", args->precision,
+                  "matmul precision; exact (default) is the numerics-checking mode the goldens are held to, "
+                  "fast uses int16 / bf16 activations in the inner products, as `run` does by default")
+      ->check(CLI::IsMember({"exact", "fast"}))
+      ->capture_default_str();
   cmd->callback([args] { run_logits(*args); });
 }
 

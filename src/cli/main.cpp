@@ -27,6 +27,9 @@ int main(int argc, char** argv) {
   specula::cli::add_render_command(app);
   specula::cli::add_tokenize_command(app);
   specula::cli::add_detokenize_command(app);
+  specula::cli::add_serve_command(app);
+  specula::cli::add_chat_command(app);
+  specula::cli::add_demo_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -34,12 +34,14 @@ struct RunArgs {
   int threads = 0;
   int64_t prefill_chunk = 512;
   int64_t max_context = 0;
+  std::string precision = "fast";
 };
 
 void run_run(const RunArgs& a, const std::vector<int32_t>& prompt, TextOutput* text) {
   TargetOptions opts;
   opts.prefill_chunk = a.prefill_chunk;
   opts.max_context = a.max_context;
+  opts.precision = parse_precision(a.precision);
   const auto t0 = std::chrono::steady_clock::now();
   auto model = TargetModel::load(a.model, opts);
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -100,6 +102,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--max-context", args->max_context,
                   "context limit in tokens (0 = the model's max_position_embeddings)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--precision", args->precision,
+                  "matmul precision: fast (int16 / bf16 activations in the inner products where the CPU has VNNI / AVX512-BF16) or exact (f32)")
+      ->check(CLI::IsMember({"exact", "fast"}))
+      ->capture_default_str();
   add_speculative_options(cmd, *spec);
   cmd->callback([args, spec, text_args, tokens] {
     const bool text_mode = text_prompt_requested(*text_args);
@@ -127,6 +133,7 @@ void add_run_command(CLI::App& app) {
       b.threads = args->threads;
       b.prefill_chunk = args->prefill_chunk;
       b.max_context = args->max_context;
+      b.precision = args->precision;
       b.prompt_ids = prompt;
       run_speculative(b, *spec, text.get());
       return;

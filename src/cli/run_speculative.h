@@ -35,6 +35,7 @@ struct RunBasics {
   int threads = 0;
   int64_t prefill_chunk = 512;
   int64_t max_context = 0;
+  std::string precision = "fast";  // --precision: "fast" or "exact"
   std::optional<std::vector<int32_t>> prompt_ids;  // text mode: the encoded prompt (instead of tokens)
 };
 

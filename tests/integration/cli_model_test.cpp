@@ -9,6 +9,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "cli_runner.h"
 #include <nlohmann/json.hpp>
 
 #include "specula/io/config.h"
@@ -16,25 +18,8 @@
 namespace specula {
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout
-};
-
-// Runs the CLI with `args` (shell-quoted by the caller); stderr goes to a file we ignore.
-Result run_cli(const std::string& args) {
-  std::string cmd = SPECULA_BINARY;
-  cmd.append(" ").append(args).append(" 2>/dev/null");
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 65536> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Result = specula::test::CliResult;
+using specula::test::run_cli;
 
 const std::string kCase = std::string(SPECULA_TEST_DATA) + "/goldens/e4b-like-q4g64-mlx";
 

@@ -4,6 +4,8 @@
 // plain and speculative decoding give the same tokens, and the error paths (no tokenizer.json,
 // a vocabulary too small for the tokenizer, conflicting options) exit with the right codes.
 #include <gtest/gtest.h>
+
+#include "cli_runner.h"
 #include <stdlib.h>
 #include <sys/wait.h>
 
@@ -21,24 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out;
-};
-
-// Runs the CLI with `args` (shell-quoted by the caller); with `merge_stderr` stderr is captured too.
-Result run_cli(const std::string& args, bool merge_stderr = false) {
-  std::string cmd = std::string(SPECULA_BINARY) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 65536> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Result = specula::test::CliResult;
+using specula::test::run_cli;
 
 const std::string kTokenizerDir = std::string(SPECULA_TEST_DATA) + "/tokenizer-gemma4";
 

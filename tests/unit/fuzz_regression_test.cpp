@@ -29,6 +29,8 @@ const Target kTargets[] = {
     {"tokenizer_codec", specula::fuzz::fuzz_tokenizer_codec},
     {"chat_template", specula::fuzz::fuzz_chat_template},
     {"tool_calls", specula::fuzz::fuzz_tool_calls},
+    {"checkpoint_dir", specula::fuzz::fuzz_checkpoint_dir},
+    {"openai_request", specula::fuzz::fuzz_openai_request},
 };
 
 std::vector<fs::path> inputs(const fs::path& dir) {

@@ -58,10 +58,75 @@ void validate(int64_t m, int64_t ldx, const WeightMatrix& w, int64_t ldy) {
   }
 }
 
+#if defined(SPECULA_X86)
+// Fast precision (kernels in matmul_fast_avx512.cpp): quantize or round X once per call, then the
+// W rows split over the threads as in the exact kernels.
+void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
+                 ThreadPool& pool) {
+  // Scratch lives in the calling thread and is reused across calls (decode issues many).
+  thread_local std::vector<int16_t> xq, natural;
+  thread_local std::vector<float> xs, group_scales, group_sums;
+  thread_local std::vector<uint16_t> xb;
+  detail::FastJob job;
+  job.x = x;
+  job.m = m;
+  job.ldx = ldx;
+  job.w = &w;
+  job.y = y;
+  job.ldy = ldy;
+  const int workers = pool.size();
+  if (w.format == WeightFormat::BF16) {
+    job.ldb = (w.cols + 31) / 32 * 32;
+    xb.resize(static_cast<size_t>(2 * m * job.ldb));
+    job.xb = xb.data();
+  } else {
+    job.groups = w.groups_per_row();
+    job.groups_padded = detail::padded_groups(w);
+    job.block_codes = w.bits == 4 ? 128 : 64;
+    job.blocks = (w.cols + job.block_codes - 1) / job.block_codes;
+    job.ldq = job.blocks * job.block_codes;
+    xq.resize(static_cast<size_t>(m * job.ldq));
+    natural.resize(static_cast<size_t>(workers * job.ldq));
+    xs.resize(static_cast<size_t>(m * job.blocks * 16));
+    group_scales.assign(static_cast<size_t>(m * job.groups_padded), 0.0f);
+    group_sums.assign(static_cast<size_t>(m * job.groups_padded), 0.0f);
+    job.xq = xq.data();
+    job.worker_natural = natural.data();
+    job.xs = xs.data();
+    job.x_group_scales = group_scales.data();
+    job.x_group_sums = group_sums.data();
+  }
+  // Each X row is prepared on its own, so splitting the rows over threads changes no byte; a
+  // handful of decode rows is not worth the cross-core handoff.
+  if (m >= detail::kMatmulRowBlock && workers > 1) {
+    pool.parallel_for(m, 1, [&](int worker, int64_t r0, int64_t r1) {
+      detail::matmul_fast_avx512_prepare(job, worker, r0, r1);
+    });
+  } else {
+    detail::matmul_fast_avx512_prepare(job, 0, 0, m);
+  }
+  pool.parallel_for(w.rows, detail::kMatmulGrain, [&](int worker, int64_t n0, int64_t n1) {
+    detail::matmul_fast_avx512_rows(job, worker, n0, n1);
+  });
+}
+#endif
+
 }  // namespace
 
+bool fast_matmul_supported(const WeightMatrix& w) {
+#if defined(SPECULA_X86)
+  if (active_isa() != Isa::Avx512) return false;
+  const CpuFeatures& f = cpu_features();
+  if (w.format == WeightFormat::Affine) return f.avx512vnni && (w.bits == 4 || w.bits == 8);
+  if (w.format == WeightFormat::BF16) return f.avx512bf16;
+#else
+  (void)w;
+#endif
+  return false;
+}
+
 void matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
-            ThreadPool& pool) {
+            ThreadPool& pool, Precision precision) {
   validate(m, ldx, w, ldy);
   if (m == 0 || w.rows == 0) return;
   if (w.cols == 0) {
@@ -70,6 +135,10 @@ void matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float
   }
   const Isa isa = active_isa();
 #if defined(SPECULA_X86)
+  if (precision == Precision::Fast && fast_matmul_supported(w)) {
+    matmul_fast(x, m, ldx, w, y, ldy, pool);
+    return;
+  }
   if (isa == Isa::Avx512 || isa == Isa::Avx2) {
     // Scratch lives in the calling thread and is reused across calls (decode issues many).
     thread_local std::vector<float> x_perm, x_group_sums, worker_rows;
@@ -102,5 +171,17 @@ void matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float
 #endif
   detail::matmul_scalar(x, m, ldx, w, y, ldy, pool);
 }
+
+}  // namespace specula
+
+namespace specula {
+
+Precision parse_precision(const std::string& text) {
+  if (text == "exact") return Precision::Exact;
+  if (text == "fast") return Precision::Fast;
+  fail("precision '{}' is neither 'exact' nor 'fast'", text);
+}
+
+const char* precision_name(Precision p) { return p == Precision::Fast ? "fast" : "exact"; }
 
 }  // namespace specula

@@ -1,75 +1,108 @@
 #include "specula/model/target_benchmark.h"
 
-#include <algorithm>
-#include <chrono>
 #include <ctime>
 
-#include "specula/kernels/softmax.h"
+#include <chrono>
+
+#include "specula/model/generate.h"
 #include "specula/util/error.h"
 
 namespace specula {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
 double process_cpu_ms() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
-}  // namespace
 
-uint64_t decode_weight_bytes(const TargetModel& model) {
-  const TargetWeights& w = model.weights();
-  uint64_t b = w.streamed_bytes_per_token();
-  const int64_t k = model.config().text.top_k_experts;
-  for (const TargetLayerWeights& L : w.layers) {
-    if (!L.moe || L.expert_gate.empty()) continue;
-    b += static_cast<uint64_t>(k) * (L.expert_gate[0].bytes() + L.expert_up[0].bytes() + L.expert_down[0].bytes());
-  }
-  return b;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// Mean wall time of `repeats` calls of f, in ms.
+template <typename F>
+double mean_ms(int64_t repeats, F&& f) {
+  const auto t0 = Clock::now();
+  for (int64_t i = 0; i < repeats; ++i) f();
+  return ms_since(t0) / static_cast<double>(repeats);
 }
 
-TargetBenchRun bench_target(const TargetModel& model, const TargetBenchOptions& options, ThreadPool& pool) {
-  if (options.prompt_tokens < 1) fail("bench: prompt tokens {} must be >= 1", options.prompt_tokens);
-  if (options.decode_tokens < 1) fail("bench: decode tokens {} must be >= 1", options.decode_tokens);
-  if (options.prompt_tokens + options.decode_tokens > model.max_context())
-    fail("bench: {} prompt + {} decode tokens exceed the context limit {}", options.prompt_tokens,
-         options.decode_tokens, model.max_context());
-  // Deterministic pseudo-random prompt, BOS first.
-  std::vector<int32_t> prompt;
-  prompt.push_back(2);
-  uint32_t s = options.seed;
-  while (static_cast<int64_t>(prompt.size()) < options.prompt_tokens) {
-    s = s * 1664525u + 1013904223u;
-    prompt.push_back(static_cast<int32_t>((s >> 8) % static_cast<uint32_t>(model.vocab_size())));
+}  // namespace
+
+std::vector<int32_t> bench_prompt(int64_t vocab_size, int64_t length, uint32_t seed) {
+  if (length < 1) fail("bench: prompt length {} must be >= 1", length);
+  if (vocab_size < 4) fail("bench: vocabulary size {} must be >= 4", vocab_size);
+  std::vector<int32_t> prompt{2};
+  uint32_t s = seed;
+  const auto span = static_cast<uint32_t>(vocab_size - 3);
+  while (static_cast<int64_t>(prompt.size()) < length) {
+    s = s * 1664525u + 1013904223u;  // LCG: the same prompt on every machine
+    prompt.push_back(static_cast<int32_t>(3 + (s >> 8) % span));
   }
-  TargetBenchRun run;
-  run.threads = pool.size();
-  run.prompt_tokens = options.prompt_tokens;
-  run.decode_tokens = options.decode_tokens;
-  TargetCache cache = model.new_cache();
+  return prompt;
+}
+
+GenerationTiming time_generation(const TargetModel& model, TargetCache& cache, std::span<const int32_t> prompt,
+                                 int64_t decode_tokens, ThreadPool& pool) {
+  if (decode_tokens < 1) fail("bench: decode tokens {} must be >= 1", decode_tokens);
+  GenerateOptions go;
+  go.max_tokens = decode_tokens + 1;
+  go.ignore_eos = true;
+  GenerationTiming t;
+  t.prompt_tokens = static_cast<int64_t>(prompt.size());
+  const auto t0 = Clock::now();
+  double cpu_first = 0.0;  // process CPU time when the first token (the prefill's) arrived
+  const GenerateResult r = generate_greedy(model, cache, prompt, go, pool, [&](int32_t) {
+    if (t.ttft_ms == 0.0) {
+      t.ttft_ms = ms_since(t0);
+      cpu_first = process_cpu_ms();
+    }
+    return true;
+  });
+  const double cpu_decode = process_cpu_ms() - cpu_first;
+  if (static_cast<int64_t>(r.tokens.size()) != decode_tokens + 1)
+    fail("bench: generation stopped after {} of {} tokens ({})", r.tokens.size(), decode_tokens + 1, r.stop_reason);
+  t.decode_tokens = decode_tokens;
+  t.prefill_ms = r.stats.prefill_ms;
+  t.prefill_tok_per_s = r.stats.prefill_tok_per_s();
+  t.decode_ms_per_token = r.stats.decode_ms / static_cast<double>(decode_tokens);
+  t.decode_tok_per_s = r.stats.decode_tok_per_s();
+  t.decode_cpu_ms_per_token = cpu_decode / static_cast<double>(decode_tokens);
+  t.tokens = r.tokens;
+  return t;
+}
+
+StepCosts time_target_steps(const TargetModel& model, TargetCache& cache, int32_t token, int64_t max_width,
+                            int64_t repeats, ThreadPool& pool) {
+  if (repeats < 1) fail("bench: repeats {} must be >= 1", repeats);
+  if (max_width < 2) fail("bench: verify width {} must be >= 2", max_width);
+  if (cache.offset() < 1) fail("bench: step costs need a context of at least one position");
+  if (cache.options().rollback_reserve < max_width)
+    fail("bench: verify width {} exceeds the target's rollback reserve {}", max_width,
+         cache.options().rollback_reserve);
+  const std::vector<int32_t> rows(static_cast<size_t>(max_width), token);
   ForwardRequest last;
   last.rows = OutputRows::Last;
-  double cpu0 = process_cpu_ms();
-  auto t0 = std::chrono::steady_clock::now();
-  ForwardOutput out = model.forward(cache, prompt, last, pool);
-  run.prefill_cpu_ms = process_cpu_ms() - cpu0;
-  run.prefill_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  run.prefill_tok_per_s = run.prefill_ms > 0 ? options.prompt_tokens * 1000.0 / run.prefill_ms : 0.0;
-
-  std::vector<double> steps;
-  cpu0 = process_cpu_ms();
-  for (int64_t i = 0; i < options.decode_tokens; ++i) {
-    const int32_t next = static_cast<int32_t>(argmax(out.logits_row(0), out.vocab_size));
-    t0 = std::chrono::steady_clock::now();
-    out = model.forward(cache, std::span<const int32_t>(&next, 1), last, pool);
-    steps.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  run.decode_cpu_ms_per_token = (process_cpu_ms() - cpu0) / static_cast<double>(options.decode_tokens);
-  std::sort(steps.begin(), steps.end());
-  run.decode_ms_min = steps.front();
-  run.decode_ms_median = steps[steps.size() / 2];
-  run.decode_tok_per_s = run.decode_ms_median > 0 ? 1000.0 / run.decode_ms_median : 0.0;
-  return run;
+  ForwardRequest all;
+  all.rows = OutputRows::All;
+  all.hidden = true;
+  // Untimed: the widest forward sizes the workspaces, so no timed call pays for growing them.
+  model.forward(cache, std::span<const int32_t>(rows.data(), rows.size()), all, pool);
+  cache.rollback(max_width);
+  StepCosts c;
+  c.decode_ms = mean_ms(repeats, [&] {
+    model.forward(cache, std::span<const int32_t>(rows.data(), 1), last, pool);
+    cache.rollback(1);
+  });
+  c.verify_ms.assign(static_cast<size_t>(max_width + 1), 0.0);
+  for (int64_t w = 2; w <= max_width; ++w)
+    c.verify_ms[static_cast<size_t>(w)] = mean_ms(repeats, [&] {
+      model.forward(cache, std::span<const int32_t>(rows.data(), static_cast<size_t>(w)), all, pool);
+      cache.rollback(w);
+    });
+  return c;
 }
 
 }  // namespace specula

@@ -1,39 +1,53 @@
 #pragma once
-// End-to-end speed of the target model (the `specula bench` measurements): prefill throughput on
-// a prompt of random ids and per-token decode latency, at a given thread count, plus the weight
-// bytes one decode step streams (to relate tok/s to memory bandwidth).
+// Timing primitives of the target model for `specula bench` (bench/bench_suite.h runs them):
+//  * one plain greedy generation after a prompt: prefill tok/s, time to first token, decode tok/s;
+//  * at a fixed context: one plain decode step and verify forwards of 2..max_width rows (what the
+//    speculative loop runs), each rolled back so the context stays put.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "specula/model/target_model.h"
 
 namespace specula {
 
-struct TargetBenchOptions {
-  int64_t prompt_tokens = 512;
-  int64_t decode_tokens = 16;
-  uint32_t seed = 1;
-};
+// A deterministic pseudo-random prompt of `length` ids: BOS (2) first, then ids in [3, vocab).
+// Throws if length < 1 or the vocabulary has fewer than 4 ids.
+std::vector<int32_t> bench_prompt(int64_t vocab_size, int64_t length, uint32_t seed);
 
-struct TargetBenchRun {
-  int threads = 1;
+struct GenerationTiming {
   int64_t prompt_tokens = 0;
+  int64_t decode_tokens = 0;      // decode forwards timed (tokens after the first)
   double prefill_ms = 0.0;
   double prefill_tok_per_s = 0.0;
-  int64_t decode_tokens = 0;
-  double decode_ms_median = 0.0;   // one decode step (one token)
-  double decode_ms_min = 0.0;
-  double decode_tok_per_s = 0.0;   // 1000 / median
-  // Process CPU time (all threads) per unit of work: on a shared machine wall time includes the
-  // time other processes held the CPUs; with 1 thread, CPU time estimates the unloaded wall time.
-  double prefill_cpu_ms = 0.0;
+  double ttft_ms = 0.0;           // call start to the first token (prefill + its sampling)
+  double decode_ms_per_token = 0.0;
+  double decode_tok_per_s = 0.0;
+  // Process CPU time (all threads) per decode token: on a shared machine wall time includes time
+  // other processes held the CPUs; with 1 thread this estimates the unloaded wall time.
   double decode_cpu_ms_per_token = 0.0;
+  std::vector<int32_t> tokens;    // decode_tokens + 1 greedy tokens
 };
 
-// Weight bytes read by one decode step: every dense/quantized matrix once (the LM head included)
-// and, on MoE layers, the top-k experts' matrices (sized as expert 0's).
-uint64_t decode_weight_bytes(const TargetModel& model);
+// Plain greedy generation of decode_tokens + 1 tokens after `prompt` on a fresh state of `cache`
+// (EOS ignored). The cache is left after the generation.
+GenerationTiming time_generation(const TargetModel& model, TargetCache& cache, std::span<const int32_t> prompt,
+                                 int64_t decode_tokens, ThreadPool& pool);
 
-TargetBenchRun bench_target(const TargetModel& model, const TargetBenchOptions& options, ThreadPool& pool);
+struct StepCosts {
+  double decode_ms = 0.0;          // one plain decode step (1 row, last-row logits)
+  std::vector<double> verify_ms;   // index w: one verify forward of w rows (w >= 2; [0], [1] unused)
+  double verify_ratio(int64_t width) const {
+    return decode_ms > 0 ? verify_ms.at(static_cast<size_t>(width)) / decode_ms : 0.0;
+  }
+};
+
+// At the cache's current context (>= 1 position; unchanged on return): the mean over `repeats`
+// calls of one decode step of `token`, and of verify forwards of w = 2..max_width rows (logits and
+// final-norm hidden of every row, as the speculative loop requests them), after one untimed
+// forward of max_width rows. Throws if max_width
+// exceeds the cache's rollback reserve.
+StepCosts time_target_steps(const TargetModel& model, TargetCache& cache, int32_t token, int64_t max_width,
+                            int64_t repeats, ThreadPool& pool);
 
 }  // namespace specula

@@ -10,6 +10,7 @@
 #include "specula/kernels/quant.h"
 #include "specula/kernels/rms_norm.h"
 #include "specula/kernels/softmax.h"
+#include "specula/model/logits_check.h"
 #include "specula/util/error.h"
 
 namespace specula {
@@ -45,14 +46,14 @@ void add_inplace(float* x, const float* y, int64_t n) {
 
 // down(gelu(gate(in)) * up(in)) for n rows -> out [n][down.rows].
 void geglu_mlp(const float* in, int64_t n, const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
-               std::vector<float>& g, std::vector<float>& u, float* out, ThreadPool& pool) {
+               std::vector<float>& g, std::vector<float>& u, float* out, ThreadPool& pool, Precision precision) {
   const int64_t width = gate.rows;
   ensure(g, n * width);
   ensure(u, n * width);
-  matmul(in, n, gate, g.data(), pool);
-  matmul(in, n, up, u.data(), pool);
+  matmul(in, n, gate, g.data(), pool, precision);
+  matmul(in, n, up, u.data(), pool, precision);
   gelu_tanh_mul(g.data(), u.data(), g.data(), n * width);
-  matmul(g.data(), n, down, out, pool);
+  matmul(g.data(), n, down, out, pool, precision);
 }
 
 }  // namespace
@@ -141,6 +142,7 @@ ForwardOutput TargetModel::forward(TargetCache& cache, std::span<const int32_t> 
   if (request.logits) out.logits.resize(m_total * static_cast<size_t>(vocab));
   if (request.hidden) out.hidden.resize(m_total * static_cast<size_t>(H));
 
+  const int64_t first_position = cache.offset();  // context position of fed row 0
   Workspace ws;
   std::vector<float> hid;
   size_t next = 0;  // next entry of out.rows to produce
@@ -161,10 +163,13 @@ ForwardOutput TargetModel::forward(TargetCache& cache, std::span<const int32_t> 
     if (request.hidden) std::memcpy(out.hidden.data() + first * H, hid.data(), sizeof(float) * m * H);
     if (request.logits) {
       float* lg = out.logits.data() + first * vocab;
-      matmul(hid.data(), m, weights_.lm_head, lg, pool);
+      matmul(hid.data(), m, weights_.lm_head, lg, pool, options_.precision);
       if (config().text.final_logit_softcapping) {
         softcap_inplace(lg, m * vocab, static_cast<float>(*config().text.final_logit_softcapping));
       }
+      for (int64_t i = 0; i < m; ++i)
+        require_finite_logits(lg + i * vocab, vocab, first_position + out.rows[first + static_cast<size_t>(i)],
+                              checkpoint_->dir);
     }
   }
   return out;
@@ -197,7 +202,7 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
       if (id >= W.ple_vocab) id = 0;  // HF maps ids past the per-layer vocabulary to pad (0)
     }
     gather_rows(W.embed_tokens_per_layer, ids.data(), n, ws.ple_tok.data());
-    matmul(x, n, W.per_layer_model_projection, ws.ple.data(), pool);
+    matmul(x, n, W.per_layer_model_projection, ws.ple.data(), pool, options_.precision);
     const float proj_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
     const float tok_scale = static_cast<float>(std::sqrt(static_cast<double>(P)));
     const float combine = static_cast<float>(1.0 / std::sqrt(2.0));
@@ -235,7 +240,7 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
     rms_norm(x, n, H, H, L.input_layernorm.data(), eps, normed, H);
     ensure(ws.q, n * qw);
     float* q = ws.q.data();
-    matmul(normed, n, L.q_proj, q, pool);
+    matmul(normed, n, L.q_proj, q, pool, options_.precision);
     rms_norm_inplace(q, n * nH, D, L.q_norm.data(), eps);
     for (int64_t r = 0; r < n; ++r) rope_apply(q + r * qw, nH, L.rope, rc + r * pairs, rs + r * pairs);
 
@@ -246,11 +251,11 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
       ensure(ws.v, n * kvw);
       float* k = ws.k.data();
       float* v = ws.v.data();
-      matmul(normed, n, *L.k_proj, k, pool);
+      matmul(normed, n, *L.k_proj, k, pool, options_.precision);
       if (g.k_eq_v) {
         std::memcpy(v, k, sizeof(float) * n * kvw);  // V = the raw k_proj output, before k_norm
       } else {
-        matmul(normed, n, *L.v_proj, v, pool);
+        matmul(normed, n, *L.v_proj, v, pool, options_.precision);
       }
       rms_norm_inplace(k, n * nKV, D, L.k_norm.data(), eps);
       for (int64_t r = 0; r < n; ++r) rope_apply(k + r * kvw, nKV, L.rope, rc + r * pairs, rs + r * pairs);
@@ -268,20 +273,20 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
     attention(q, n, qw, pos0, kv.view(), ap, ws.attn.data(), qw, pool);
     ensure(ws.branch, n * H);
     float* br = ws.branch.data();
-    matmul(ws.attn.data(), n, L.o_proj, br, pool);
+    matmul(ws.attn.data(), n, L.o_proj, br, pool, options_.precision);
     rms_norm_inplace(br, n, H, L.post_attention_layernorm.data(), eps);
     add_inplace(x, br, n * H);
 
     // ---- feed-forward block ----
     if (!L.moe) {
       rms_norm(x, n, H, H, L.pre_feedforward_layernorm.data(), eps, normed, H);
-      geglu_mlp(normed, n, L.gate_proj, L.up_proj, L.down_proj, ws.gate, ws.up, br, pool);
+      geglu_mlp(normed, n, L.gate_proj, L.up_proj, L.down_proj, ws.gate, ws.up, br, pool, options_.precision);
       rms_norm_inplace(br, n, H, L.post_feedforward_layernorm.data(), eps);
       add_inplace(x, br, n * H);
     } else {
       // Dense branch.
       rms_norm(x, n, H, H, L.pre_feedforward_layernorm.data(), eps, normed, H);
-      geglu_mlp(normed, n, L.gate_proj, L.up_proj, L.down_proj, ws.gate, ws.up, br, pool);
+      geglu_mlp(normed, n, L.gate_proj, L.up_proj, L.down_proj, ws.gate, ws.up, br, pool, options_.precision);
       rms_norm_inplace(br, n, H, L.post_feedforward_layernorm_1.data(), eps);
       // Router (HF): RMSNorm(r) * scale * H^-0.5 -> proj -> softmax over the top-k -> * per_expert_scale.
       const int64_t E = static_cast<int64_t>(L.expert_gate.size());
@@ -294,7 +299,7 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
         for (int64_t j = 0; j < H; ++j) z[j] = z[j] * L.router_scale[j] * root;
       }
       ensure(ws.router_scores, n * E);
-      matmul(ws.router_in.data(), n, L.router_proj, ws.router_scores.data(), pool);
+      matmul(ws.router_in.data(), n, L.router_proj, ws.router_scores.data(), pool, options_.precision);
       ws.route_experts.resize(static_cast<size_t>(n * K));
       ensure(ws.route_weights, n * K);
       for (int64_t r = 0; r < n; ++r) {
@@ -321,7 +326,7 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
         for (int64_t j = 0; j < m; ++j)
           std::memcpy(ws.expert_in.data() + j * H, normed + (ws.expert_rows[j] / K) * H, sizeof(float) * H);
         geglu_mlp(ws.expert_in.data(), m, L.expert_gate[e], L.expert_up[e], L.expert_down[e], ws.gate, ws.up,
-                  ws.expert_out.data(), pool);
+                  ws.expert_out.data(), pool, options_.precision);
         for (int64_t j = 0; j < m; ++j)
           std::memcpy(ws.moe_out.data() + ws.expert_rows[j] * H, ws.expert_out.data() + j * H, sizeof(float) * H);
       }
@@ -347,13 +352,13 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
       const int64_t P = W.ple_width;
       ensure(ws.gate, n * P);
       float* gt = ws.gate.data();
-      matmul(x, n, L.per_layer_input_gate, gt, pool);
+      matmul(x, n, L.per_layer_input_gate, gt, pool, options_.precision);
       gelu_tanh_inplace(gt, n * P);
       for (int64_t r = 0; r < n; ++r) {
         const float* pli = ws.ple.data() + r * P * NL + li * P;
         for (int64_t j = 0; j < P; ++j) gt[r * P + j] *= pli[j];
       }
-      matmul(gt, n, L.per_layer_projection, br, pool);
+      matmul(gt, n, L.per_layer_projection, br, pool, options_.precision);
       rms_norm_inplace(br, n, H, L.post_per_layer_input_norm.data(), eps);
       add_inplace(x, br, n * H);
     }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "specula/io/checkpoint.h"
+#include "specula/kernels/matmul.h"
 #include "specula/model/target_cache.h"
 #include "specula/model/target_weights.h"
 #include "specula/util/thread_pool.h"
@@ -25,6 +26,7 @@ struct TargetOptions {
   int64_t prefill_chunk = 512;     // rows per forward step (and the caches' max_chunk)
   int64_t rollback_reserve = 16;   // >= the largest speculative gamma
   int64_t max_context = 0;         // 0 = the config's max_position_embeddings
+  Precision precision = Precision::Exact;  // matmul precision of the target (and its drafter)
 };
 
 // Which of the fed rows come back.
@@ -71,7 +73,8 @@ class TargetModel {
 
   // Feeds tokens at cache.offset(); advances the cache by tokens.size(). Throws on an empty
   // input, a token outside [0, vocab), a context past max_context(), or a chunk larger than the
-  // cache supports — before touching the cache.
+  // cache supports — before touching the cache. Also throws, after the cache has advanced, when a
+  // returned logits row holds NaN or Inf (corrupt weights; model/logits_check.h).
   ForwardOutput forward(TargetCache& cache, std::span<const int32_t> tokens, const ForwardRequest& request,
                         ThreadPool& pool) const;
 

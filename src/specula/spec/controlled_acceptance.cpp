@@ -29,4 +29,12 @@ double ideal_speedup(double p, int64_t gamma) {
   return (1.0 - std::pow(p, static_cast<double>(gamma + 1))) / (1.0 - p);
 }
 
+double expected_speedup(double p, int64_t gamma, double draft_step_ratio, double verify_ratio) {
+  if (gamma < 0) fail("expected speedup: gamma {} must be >= 0", gamma);
+  if (gamma == 0) return 1.0;
+  if (!(draft_step_ratio >= 0.0) || !(verify_ratio > 0.0))
+    fail("expected speedup: draft step ratio {} must be >= 0 and verify ratio {} > 0", draft_step_ratio, verify_ratio);
+  return ideal_speedup(p, gamma) / (static_cast<double>(gamma) * draft_step_ratio + verify_ratio);
+}
+
 }  // namespace specula

@@ -22,4 +22,9 @@ DraftOverride controlled_acceptance(std::vector<int32_t> reference, double p, in
 // i.e. the speedup over plain decoding an ideal engine would reach at per-draft acceptance p.
 double ideal_speedup(double p, int64_t gamma);
 
+// The speedup over plain decoding expected from the measured costs: ideal_speedup(p, gamma)
+// tokens per round over a round's cost, gamma * draft_step_ratio + verify_ratio, both relative to
+// one plain decode step (verify_ratio: a verify forward of gamma + 1 rows). gamma 0 is plain: 1.
+double expected_speedup(double p, int64_t gamma, double draft_step_ratio, double verify_ratio);
+
 }  // namespace specula

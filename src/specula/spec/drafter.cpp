@@ -50,6 +50,8 @@ struct Drafter::Layer {
 struct Drafter::Workspace {
   std::vector<float> concat, x, normed, q, attn, branch, gate, up, cos, sin, gathered, centroid_scores;
   std::vector<int64_t> top;
+  // Fast precision: the candidate rows of the centroid head copied in their stored format.
+  std::vector<uint8_t> raw_rows, raw_scales, raw_biases;
 };
 
 namespace {
@@ -60,6 +62,40 @@ std::vector<float> vector_of(const TensorView* t, int64_t length, const std::str
   if (static_cast<int64_t>(v.size()) != length)
     fail("drafter tensor {} has {} values, expected {}", t->name, v.size(), length);
   return v;
+}
+
+// Rows ids[0..n) of `table` copied into the buffers, as a matrix of the same format (the ids were
+// checked against the table by the caller's token ordering).
+WeightMatrix gather_stored_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, std::vector<uint8_t>& data,
+                                std::vector<uint8_t>& scales, std::vector<uint8_t>& biases) {
+  WeightMatrix rows = table;
+  rows.rows = n;
+  const auto row_bytes = static_cast<size_t>(table.row_bytes());
+  data.resize(row_bytes * static_cast<size_t>(n));
+  const size_t sb_bytes = static_cast<size_t>(table.groups_per_row()) * dtype_size(table.scale_dtype);
+  if (table.format == WeightFormat::Affine) {
+    scales.resize(sb_bytes * static_cast<size_t>(n));
+    biases.resize(sb_bytes * static_cast<size_t>(n));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= table.rows)
+      fail("drafter: candidate id {} is outside the embedding's {} rows", ids[i], table.rows);
+    const auto id = static_cast<size_t>(ids[i]);
+    std::memcpy(data.data() + row_bytes * static_cast<size_t>(i), static_cast<const uint8_t*>(table.data) + row_bytes * id,
+                row_bytes);
+    if (table.format == WeightFormat::Affine) {
+      std::memcpy(scales.data() + sb_bytes * static_cast<size_t>(i),
+                  static_cast<const uint8_t*>(table.scales) + sb_bytes * id, sb_bytes);
+      std::memcpy(biases.data() + sb_bytes * static_cast<size_t>(i),
+                  static_cast<const uint8_t*>(table.biases) + sb_bytes * id, sb_bytes);
+    }
+  }
+  rows.data = data.data();
+  if (table.format == WeightFormat::Affine) {
+    rows.scales = scales.data();
+    rows.biases = biases.data();
+  }
+  return rows;
 }
 
 }  // namespace
@@ -176,6 +212,7 @@ DraftStep Drafter::step(int32_t token, const float* g, const TargetCache& cache,
   Workspace& ws = *ws_;
   const int64_t h = hidden_;
   const int64_t Hb = backbone_;
+  const Precision precision = target_.options().precision;
   DraftStep out;
   out.position = convention_ == DrafterConvention::Ollama ? offset - 1 : offset - 1 + k;
 
@@ -187,7 +224,7 @@ DraftStep Drafter::step(int32_t token, const float* g, const TargetCache& cache,
   std::memcpy(ws.concat.data() + Hb, g, sizeof(float) * static_cast<size_t>(Hb));
   ws.x.resize(static_cast<size_t>(h));
   float* x = ws.x.data();
-  matmul(ws.concat.data(), 1, pre_projection_, x, pool);
+  matmul(ws.concat.data(), 1, pre_projection_, x, pool, precision);
 
   ws.normed.resize(static_cast<size_t>(h));
   ws.branch.resize(static_cast<size_t>(h));
@@ -199,7 +236,7 @@ DraftStep Drafter::step(int32_t token, const float* g, const TargetCache& cache,
 
     rms_norm(x, 1, h, h, L.input_layernorm.data(), eps_, ws.normed.data(), h);
     ws.q.resize(static_cast<size_t>(heads * D));
-    matmul(ws.normed.data(), 1, L.q_proj, ws.q.data(), pool);
+    matmul(ws.normed.data(), 1, L.q_proj, ws.q.data(), pool, precision);
     rms_norm_inplace(ws.q.data(), heads, D, L.q_norm.data(), eps_);
     const int64_t pairs = L.rope.rotated_pairs();
     ws.cos.resize(static_cast<size_t>(std::max<int64_t>(pairs, 1)));
@@ -209,7 +246,7 @@ DraftStep Drafter::step(int32_t token, const float* g, const TargetCache& cache,
 
     ws.attn.resize(static_cast<size_t>(heads * D));
     attention_key_range(ws.q.data(), heads, kv.view(), kv.view_begin(), offset, L.scale, ws.attn.data(), pool);
-    matmul(ws.attn.data(), 1, L.o_proj, ws.branch.data(), pool);
+    matmul(ws.attn.data(), 1, L.o_proj, ws.branch.data(), pool, precision);
     rms_norm_inplace(ws.branch.data(), 1, h, L.post_attention_layernorm.data(), eps_);
     for (int64_t i = 0; i < h; ++i) x[i] += ws.branch[static_cast<size_t>(i)];
 
@@ -217,26 +254,27 @@ DraftStep Drafter::step(int32_t token, const float* g, const TargetCache& cache,
     const int64_t I = L.gate_proj.rows;
     ws.gate.resize(static_cast<size_t>(I));
     ws.up.resize(static_cast<size_t>(I));
-    matmul(ws.normed.data(), 1, L.gate_proj, ws.gate.data(), pool);
-    matmul(ws.normed.data(), 1, L.up_proj, ws.up.data(), pool);
+    matmul(ws.normed.data(), 1, L.gate_proj, ws.gate.data(), pool, precision);
+    matmul(ws.normed.data(), 1, L.up_proj, ws.up.data(), pool, precision);
     gelu_tanh_mul(ws.gate.data(), ws.up.data(), ws.gate.data(), I);
-    matmul(ws.gate.data(), 1, L.down_proj, ws.branch.data(), pool);
+    matmul(ws.gate.data(), 1, L.down_proj, ws.branch.data(), pool, precision);
     rms_norm_inplace(ws.branch.data(), 1, h, L.post_feedforward_layernorm.data(), eps_);
     for (int64_t i = 0; i < h; ++i) x[i] = (x[i] + ws.branch[static_cast<size_t>(i)]) * L.layer_scalar;
   }
   rms_norm_inplace(x, 1, h, final_norm_.data(), eps_);
   out.post_projection.resize(static_cast<size_t>(Hb));
-  matmul(x, 1, post_projection_, out.post_projection.data(), pool);
+  matmul(x, 1, post_projection_, out.post_projection.data(), pool, precision);
   head(x, out, pool);
   return out;
 }
 
 void Drafter::head(const float* x, DraftStep& out, ThreadPool& pool) const {
   Workspace& ws = *ws_;
+  const Precision precision = target_.options().precision;
   if (!checkpoint_->centroid_head) {
     // Dense tied head: one logit per vocabulary id.
     out.candidate_scores.resize(static_cast<size_t>(vocab_));
-    matmul(x, 1, embed_tokens_, out.candidate_scores.data(), pool);
+    matmul(x, 1, embed_tokens_, out.candidate_scores.data(), pool, precision);
     out.candidate_ids.resize(static_cast<size_t>(vocab_));
     for (int64_t i = 0; i < vocab_; ++i) out.candidate_ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
     out.token = static_cast<int32_t>(argmax(out.candidate_scores.data(), vocab_));
@@ -244,7 +282,7 @@ void Drafter::head(const float* x, DraftStep& out, ThreadPool& pool) const {
   }
   // Centroid head: score the clusters, keep the best top_clusters_, score their tokens only.
   ws.centroid_scores.resize(static_cast<size_t>(clusters_));
-  matmul(x, 1, centroids_, ws.centroid_scores.data(), pool);
+  matmul(x, 1, centroids_, ws.centroid_scores.data(), pool, precision);
   ws.top.resize(static_cast<size_t>(top_clusters_));
   top_k(ws.centroid_scores.data(), clusters_, top_clusters_, ws.top.data());
   const int64_t n = top_clusters_ * cluster_size_;
@@ -253,15 +291,20 @@ void Drafter::head(const float* x, DraftStep& out, ThreadPool& pool) const {
     std::memcpy(out.candidate_ids.data() + c * cluster_size_,
                 token_ordering_.data() + ws.top[static_cast<size_t>(c)] * cluster_size_,
                 sizeof(int32_t) * static_cast<size_t>(cluster_size_));
-  ws.gathered.resize(static_cast<size_t>(n * hidden_));
-  gather_rows(embed_tokens_, out.candidate_ids.data(), n, ws.gathered.data());
   WeightMatrix rows;
-  rows.format = WeightFormat::F32;
-  rows.rows = n;
-  rows.cols = hidden_;
-  rows.data = ws.gathered.data();
+  if (precision == Precision::Fast && fast_matmul_supported(embed_tokens_)) {
+    // The candidate rows in their stored format, so the fast kernel scores them.
+    rows = gather_stored_rows(embed_tokens_, out.candidate_ids.data(), n, ws.raw_rows, ws.raw_scales, ws.raw_biases);
+  } else {
+    ws.gathered.resize(static_cast<size_t>(n * hidden_));
+    gather_rows(embed_tokens_, out.candidate_ids.data(), n, ws.gathered.data());
+    rows.format = WeightFormat::F32;
+    rows.rows = n;
+    rows.cols = hidden_;
+    rows.data = ws.gathered.data();
+  }
   out.candidate_scores.resize(static_cast<size_t>(n));
-  matmul(x, 1, rows, out.candidate_scores.data(), pool);
+  matmul(x, 1, rows, out.candidate_scores.data(), pool, precision);
   // Best score, lowest vocabulary id among equal maxima (= argmax of the scattered logits).
   int64_t best = -1;
   for (int64_t i = 0; i < n; ++i) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <charconv>
 
 #include "specula/sample/logits_pipeline.h"
 #include "specula/sample/rng.h"
@@ -24,21 +23,12 @@ double ms_since(Clock::time_point t0) {
 constexpr uint64_t kVerifyStream = 0;
 constexpr uint64_t kDraftStream = 1;
 
+// Costs relative to one decode step that `--gamma auto` assumes when sampling (see the record call).
+constexpr double kNominalDraftStepCost = 0.03;
+constexpr double kNominalVerifyRowCost = 0.05;
+
 }  // namespace
 
-GammaChoice parse_gamma_choice(const std::string& text) {
-  GammaChoice g;
-  if (text == "auto") {
-    g.automatic = true;
-    return g;
-  }
-  int64_t v = -1;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || ptr != text.data() + text.size() || v < 0)
-    fail("gamma '{}' is neither 'auto' nor a non-negative integer", text);
-  g.fixed = v;
-  return g;
-}
 
 SpeculativeResult generate_speculative(const TargetModel& model, TargetCache& cache, const Drafter* drafter,
                                        std::span<const int32_t> prompt, const SpeculativeOptions& options,
@@ -63,11 +53,19 @@ SpeculativeResult generate_speculative(const TargetModel& model, TargetCache& ca
   auto is_eos = [&](int32_t t) { return !options.ignore_eos && std::binary_search(eos.begin(), eos.end(), t); };
   const int64_t vocab = model.vocab_size();
 
+  int64_t cached = 0;  // prompt tokens already in the cache
+  if (options.continue_cache) {
+    cached = cache.offset();
+    if (cached >= static_cast<int64_t>(prompt.size()))
+      fail("speculative: the cache holds {} tokens but the prompt has only {} (at least one must be fed)", cached,
+           prompt.size());
+  }
+
   SpeculativeResult res;
   SpeculativeStats& st = res.stats;
   st.prompt_tokens = static_cast<int64_t>(prompt.size());
   res.stop_reason = "max_tokens";
-  cache.reset();
+  if (!options.continue_cache) cache.reset();
   if (options.max_tokens == 0) return res;
 
   Rng verify_rng(params.seed, kVerifyStream);
@@ -75,8 +73,8 @@ SpeculativeResult generate_speculative(const TargetModel& model, TargetCache& ca
   std::vector<int32_t> context(prompt.begin(), prompt.end());  // prompt + emitted
   const size_t prompt_length = prompt.size();
 
-  // Emits one token the way plain decoding would; false = generation stops here.
-  auto emit = [&](int32_t t) {
+  // Emits one token (chosen from `logits`) the way plain decoding would; false = generation stops here.
+  auto emit = [&](int32_t t, const float* logits) {
     if (is_eos(t)) {
       res.stop_reason = "eos";
       return false;
@@ -84,6 +82,10 @@ SpeculativeResult generate_speculative(const TargetModel& model, TargetCache& ca
     res.tokens.push_back(t);
     context.push_back(t);
     if (on_token && !on_token(t)) {
+      res.stop_reason = "callback";
+      return false;
+    }
+    if (options.on_emit && !options.on_emit(t, std::span<const float>(logits, static_cast<size_t>(vocab)))) {
       res.stop_reason = "callback";
       return false;
     }
@@ -100,7 +102,7 @@ SpeculativeResult generate_speculative(const TargetModel& model, TargetCache& ca
   prefill.logits = true;
   prefill.hidden = use_drafter;
   auto t0 = Clock::now();
-  ForwardOutput out = model.forward(cache, prompt, prefill, pool);
+  ForwardOutput out = model.forward(cache, prompt.subspan(static_cast<size_t>(cached)), prefill, pool);
   st.prefill_ms = ms_since(t0);
   st.target_calls = 1;
   std::vector<float> g;  // the drafter's hidden input for the next round
@@ -120,7 +122,16 @@ SpeculativeResult generate_speculative(const TargetModel& model, TargetCache& ca
   verify.logits = true;
   verify.hidden = use_drafter;
 
-  if (emit(first)) {
+  // Ends a decode step whose tokens were all emitted; false = generation stops here.
+  auto step_done = [&] {
+    if (options.on_step && !options.on_step()) {
+      res.stop_reason = "callback";
+      return false;
+    }
+    return true;
+  };
+
+  if (emit(first, out.logits_row(0)) && step_done()) {
     for (;;) {
       const int64_t offset = cache.offset();
       if (offset + 1 > model.max_context()) {
@@ -202,6 +213,8 @@ SpeculativeResult generate_speculative(const TargetModel& model, TargetCache& ca
           target_token = build_distribution(row_logits(a), row_history(a), params).p.sample(verify_rng);
       }
       if (a < round_gamma) cache.rollback(round_gamma - a);
+      res.cache_tail.push_back(pending);
+      res.cache_tail.insert(res.cache_tail.end(), drafts.begin(), drafts.begin() + a);
       const double verify_ms = ms_since(t0);
 
       st.rounds += 1;
@@ -211,14 +224,24 @@ SpeculativeResult generate_speculative(const TargetModel& model, TargetCache& ca
       st.gamma_histogram[round_gamma] += 1;
       st.draft_ms += draft_ms;
       st.verify_ms += verify_ms;
-      if (options.gamma.automatic && round_gamma <= max_gamma) policy.record(round_gamma, a, draft_ms, verify_ms);
+      if (options.gamma.automatic && round_gamma <= max_gamma) {
+        if (greedy) {
+          policy.record(round_gamma, a, draft_ms, verify_ms);
+        } else {
+          // Sampled tokens depend on the gamma sequence: choose it from acceptance alone (nominal
+          // costs) so that a seed reproduces the same text on every run and machine.
+          policy.record(round_gamma, a, kNominalDraftStepCost * static_cast<double>(round_gamma),
+                        1.0 + kNominalVerifyRowCost * static_cast<double>(round_gamma));
+        }
+      }
       if (options.trace) res.rounds.push_back(SpecRound{drafts, a});
       if (use_drafter) g.assign(out.hidden_row(static_cast<size_t>(a)), out.hidden_row(static_cast<size_t>(a)) + out.hidden_size);
 
       bool going = true;
-      for (int64_t i = 0; i < a && going; ++i) going = emit(drafts[static_cast<size_t>(i)]);
-      if (going) going = emit(target_token);
-      if (!going) break;
+      for (int64_t i = 0; i < a && going; ++i)
+        going = emit(drafts[static_cast<size_t>(i)], out.logits_row(static_cast<size_t>(i)));
+      if (going) going = emit(target_token, out.logits_row(static_cast<size_t>(a)));
+      if (!going || !step_done()) break;
     }
   }
   st.decode_ms = ms_since(decode_start);

@@ -26,6 +26,7 @@
 
 #include "specula/model/target_model.h"
 #include "specula/sample/sampling_params.h"
+#include "specula/spec/gamma_choice.h"
 #include "specula/spec/drafter.h"
 #include "specula/spec/prompt_lookup.h"
 
@@ -33,13 +34,6 @@ namespace specula {
 
 enum class DraftMethod { Drafter, Lookup };
 
-struct GammaChoice {
-  bool automatic = false;   // choose each round (spec/gamma_policy.h)
-  int64_t fixed = 2;        // used when !automatic; 0 = plain decoding through the verify path
-  int64_t max_gamma = 8;    // automatic: the largest gamma considered
-};
-// "auto" or a non-negative integer; throws specula::Error naming the value.
-GammaChoice parse_gamma_choice(const std::string& text);
 
 // Test hook: sees each round's proposal and may replace it (any length <= the round's gamma).
 // With sampling, the drafts it returns are treated as deterministic proposals (point-mass q).
@@ -60,6 +54,17 @@ struct SpeculativeOptions {
   PromptLookupOptions lookup;
   bool trace = false;                 // record every round in SpeculativeResult::rounds
   DraftOverride override_drafts;      // tests only
+  // The cache already holds prompt[0, cache.offset()) with offset < prompt.size() (a prompt cache):
+  // it is not reset and only prompt[offset, size) is prefilled. Output is the same as a cold run.
+  bool continue_cache = false;
+  // Called with each emitted token and the logits row (vocab_size floats: the model's softcapped
+  // logits, before the sampling pipeline) it was chosen from: the prefill row for the first token,
+  // verify row i for accepted draft i, row a for the target's own token. False stops generation
+  // after this token (stop_reason "callback"), like on_token.
+  std::function<bool(int32_t token, std::span<const float> logits)> on_emit;
+  // Called after each decode step (the prefill's first token, then every verify round) whose
+  // tokens were all emitted without stopping. False stops generation (stop_reason "callback").
+  std::function<bool()> on_step;
 
   static SamplingParams greedy_sampling() {
     SamplingParams p;
@@ -99,9 +104,13 @@ struct SpeculativeResult {
   std::string stop_reason;  // "eos", "max_tokens", "context" or "callback"
   SpeculativeStats stats;
   std::vector<SpecRound> rounds;  // with options.trace
+  // What the cache holds after the prompt: cache.offset() == prompt.size() + cache_tail.size().
+  // Every emitted token but the last (never fed), and past a stop inside an accepted run also the
+  // accepted drafts beyond it (an accepted EOS among them).
+  std::vector<int32_t> cache_tail;
 };
 
-// Generates on a fresh state of `cache` (reset first). `drafter` is required for
+// Generates on a fresh state of `cache` (reset first; see continue_cache). `drafter` is required for
 // DraftMethod::Drafter and ignored for Lookup. The cache's rollback reserve must cover the gamma
 // used (throws otherwise, before any work). on_token as in generate_greedy.
 SpeculativeResult generate_speculative(const TargetModel& model, TargetCache& cache, const Drafter* drafter,

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -42,10 +44,37 @@ double measure_read_bandwidth_gbs(ThreadPool& pool, uint64_t bytes, int passes) 
   return best;
 }
 
+namespace {
+// "VmHWM:   123456 kB" from /proc/self/status; 0 if unavailable.
+uint64_t proc_status_hwm_bytes() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  uint64_t kb = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long long v = 0;
+    if (std::strncmp(line, "VmHWM:", 6) == 0 && std::sscanf(line + 6, "%llu", &v) == 1) {
+      kb = v;
+      break;
+    }
+  }
+  std::fclose(f);
+  return kb * 1024ull;
+}
+}  // namespace
+
 uint64_t peak_rss_bytes() {
+  if (const uint64_t hwm = proc_status_hwm_bytes(); hwm > 0) return hwm;
   struct rusage u {};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<uint64_t>(u.ru_maxrss) * 1024ull;  // Linux reports kilobytes
+}
+
+bool reset_peak_rss() {
+  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (f == nullptr) return false;
+  const bool ok = std::fputs("5", f) >= 0;
+  return std::fclose(f) == 0 && ok;
 }
 
 }  // namespace specula

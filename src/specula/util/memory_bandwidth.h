@@ -11,7 +11,13 @@ namespace specula {
 // `pool`, after one warm-up pass; returns the best pass in GB/s (1e9 bytes per second).
 double measure_read_bandwidth_gbs(ThreadPool& pool, uint64_t bytes = 1ull << 30, int passes = 3);
 
-// Peak resident set size of this process so far, in bytes (getrusage ru_maxrss).
+// Peak resident set size of this process since start or since the last successful
+// reset_peak_rss(), in bytes: /proc/self/status VmHWM, else getrusage ru_maxrss.
 uint64_t peak_rss_bytes();
+
+// Resets the kernel's peak-RSS mark to the current RSS (Linux: "5" into /proc/self/clear_refs), so
+// that one benchmark phase's peak excludes earlier phases. Returns false where that is unsupported
+// (the peak then keeps counting from process start).
+bool reset_peak_rss();
 
 }  // namespace specula

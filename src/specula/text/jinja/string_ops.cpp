@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "specula/text/jinja/errors.h"
+#include "specula/text/tokenizer_utf8.h"
 
 namespace specula::jinja {
 
@@ -39,23 +40,7 @@ std::u32string utf8_to_u32(std::string_view text) {
   return out;
 }
 
-void append_utf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+void append_utf8(std::string& out, char32_t cp) { text::utf8_append(out, cp); }
 
 std::string u32_to_utf8(std::u32string_view text) {
   std::string out;

@@ -1,0 +1,280 @@
+// `specula chat --model DIR [--draft DIR|lookup] [--gamma N|auto] [--system TEXT] [--max-tokens N]
+// [sampling flags] [--threads N] [--precision exact|fast] [--chat-template FILE] [--ctx N]`:
+// an interactive multi-turn chat on stdin/stdout (a terminal or a pipe). Each turn renders the
+// whole conversation through the chat template; the engine's prompt cache keeps the KV cache
+// between turns, so only the new turn is prefilled. Answers stream to stdout, a statistics line
+// per answer goes to stderr. Ctrl-C while answering stops the answer (the partial answer stays in
+// the conversation); Ctrl-C at the prompt, Ctrl-D or /exit ends the chat (exit 0).
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "specula/engine/engine.h"
+#include "specula/util/error.h"
+
+namespace specula::cli {
+
+namespace {
+
+// Set by SIGINT; read by the generation callback and the line reader.
+volatile std::sig_atomic_t g_interrupted = 0;
+
+extern "C" void on_sigint(int) { g_interrupted = 1; }
+
+// SIGINT without SA_RESTART, so a blocking wait at the prompt returns EINTR.
+void install_sigint_handler() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+sigset_t sigint_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+
+// Threads started while SIGINT is blocked (the engine's pool) never receive it, so it always
+// interrupts the main thread's wait at the prompt.
+void block_sigint_in_new_threads() {
+  const sigset_t set = sigint_set();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+void unblock_sigint() {
+  const sigset_t set = sigint_set();
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+}
+
+// Waits until stdin is readable or SIGINT arrives. The flag is checked with SIGINT blocked and
+// ppoll unblocks it atomically, so a Ctrl-C just before the wait is never lost.
+bool wait_for_input_or_interrupt() {
+  const sigset_t set = sigint_set();
+  sigset_t old;
+  pthread_sigmask(SIG_BLOCK, &set, &old);
+  bool interrupted = g_interrupted != 0;
+  while (!interrupted) {
+    struct pollfd p = {STDIN_FILENO, POLLIN, 0};
+    const int r = ppoll(&p, 1, nullptr, &old);
+    if (r > 0 || (r < 0 && errno != EINTR)) break;
+    interrupted = g_interrupted != 0;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return !interrupted;
+}
+
+enum class ReadStatus { Line, Eof, Interrupted };
+
+// One line from fd 0 with read(2) (no stdio buffering to interrupt); the newline is dropped.
+ReadStatus read_line(std::string& line) {
+  line.clear();
+  for (;;) {
+    if (!wait_for_input_or_interrupt()) return ReadStatus::Interrupted;
+    char c = 0;
+    const ssize_t n = ::read(STDIN_FILENO, &c, 1);
+    if (n == 1) {
+      if (c == '\n') break;
+      line += c;
+      continue;
+    }
+    if (n == 0) {
+      if (line.empty()) return ReadStatus::Eof;
+      break;  // a last line without a newline
+    }
+    if (errno == EINTR) {
+      if (g_interrupted) return ReadStatus::Interrupted;
+      continue;
+    }
+    return ReadStatus::Eof;
+  }
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  return ReadStatus::Line;
+}
+
+struct ChatArgs {
+  std::string model;
+  std::string draft;
+  std::string gamma = "auto";
+  std::string drafter_compat = "ollama";
+  std::string system;
+  std::string chat_template;
+  std::string precision = "fast";
+  int64_t max_tokens = 1024;
+  int threads = 0;
+  int64_t ctx = 0;
+  int64_t prefill_chunk = 512;
+  SamplingOverrides sampling;
+};
+
+void write_out(const std::string& s) {
+  if (s.empty()) return;
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+}
+
+void write_err(const std::string& s) {
+  std::fputs(s.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+std::string stats_line(const GenerationResult& r, bool speculative) {
+  const GenerationStats& s = r.stats;
+  std::string line = fmt::format("[{} tokens, prefilled {} of {} ({} cached), {:.1f} tok/s", s.completion_tokens,
+                                 s.prompt_tokens - s.cached_tokens, s.prompt_tokens, s.cached_tokens,
+                                 s.decode_tok_per_s());
+  if (speculative)
+    line += fmt::format(", acceptance {:.0f}% (drafted {}, accepted {})", 100.0 * s.acceptance_rate(), s.drafted,
+                        s.accepted);
+  if (r.finish_reason == "cancelled") line += ", interrupted";
+  if (r.finish_reason == "length") line += ", length limit";
+  return line + "]\n";
+}
+
+const char* kHelp =
+    "Type a message and press Enter. Commands:\n"
+    "  /reset  start a new conversation\n"
+    "  /help   this text\n"
+    "  /exit   leave (also Ctrl-D, or Ctrl-C at the prompt)\n"
+    "Ctrl-C while the model answers stops the answer and keeps the conversation.\n";
+
+int run_chat(const ChatArgs& a) {
+  EngineOptions eo;
+  eo.model_dir = a.model;
+  eo.draft = a.draft;
+  eo.drafter_compat = a.drafter_compat;
+  eo.gamma = a.gamma;
+  eo.chat_template_file = a.chat_template;
+  eo.threads = a.threads;
+  eo.max_context = a.ctx;
+  eo.prefill_chunk = a.prefill_chunk;
+  eo.precision = parse_precision(a.precision);
+  block_sigint_in_new_threads();
+  std::unique_ptr<Engine> engine = Engine::load(eo, [](const std::string& line) { write_err(line + "\n"); });
+  unblock_sigint();  // a Ctrl-C pressed while loading ends the program here (default action)
+  if (engine->tokenizer() == nullptr) fail("{}/tokenizer.json not found: chat needs the checkpoint's tokenizer", a.model);
+  if (engine->chat_template() == nullptr)
+    fail("{} has no chat template (chat_template.jinja or tokenizer_config.json's chat_template); give one with "
+         "--chat-template FILE",
+         a.model);
+  SamplingParams sampling = apply_overrides(engine->default_sampling(), a.sampling);
+  // Without --seed each chat draws its own seed; with it, turn i uses seed + i (reproducible).
+  const bool seeded = a.sampling.seed.has_value();
+  const uint64_t seed0 = seeded ? *a.sampling.seed : std::random_device{}();
+  const bool speculative = !a.draft.empty();
+
+  install_sigint_handler();
+  const bool interactive = isatty(STDIN_FILENO) != 0;
+  write_err(fmt::format("specula chat: {} (draft: {}, {}). /help for commands, Ctrl-D to exit.\n",
+                        engine->model_name(), engine->draft_description(),
+                        sampling.greedy() ? std::string("greedy")
+                                          : fmt::format("temperature {}", sampling.temperature)));
+
+  auto fresh_conversation = [&] {
+    nlohmann::ordered_json m = nlohmann::ordered_json::array();
+    if (!a.system.empty()) m.push_back({{"role", "system"}, {"content", a.system}});
+    return m;
+  };
+  nlohmann::ordered_json messages = fresh_conversation();
+  uint64_t turn = 0;
+  std::string line;
+  for (;;) {
+    if (interactive) write_out("> ");
+    g_interrupted = 0;
+    const ReadStatus status = read_line(line);
+    if (status != ReadStatus::Line) {
+      if (interactive) write_out("\n");
+      return 0;  // Ctrl-D / end of input, or Ctrl-C at the prompt
+    }
+    if (line.empty()) continue;
+    if (line == "/exit" || line == "/quit") return 0;
+    if (line == "/help") {
+      write_out(kHelp);
+      continue;
+    }
+    if (line == "/reset") {
+      messages = fresh_conversation();
+      write_err("(new conversation)\n");
+      continue;
+    }
+
+    messages.push_back({{"role", "user"}, {"content", line}});
+    GenerationRequest req;
+    req.max_tokens = a.max_tokens;
+    req.sampling = sampling;
+    req.sampling.seed = seed0 + turn++;
+    GenerationResult result;
+    try {
+      req.prompt = engine->encode_chat(messages);
+      result = engine->generate(req, [](const GenerationEvent& ev) {
+        write_out(ev.text);
+        return g_interrupted == 0;
+      });
+    } catch (const Error& e) {
+      messages.erase(messages.size() - 1);  // the turn did not happen
+      write_err(fmt::format("\nerror: {}\n", e.what()));
+      continue;
+    }
+    if (result.text.empty() || result.text.back() != '\n') write_out("\n");
+    messages.push_back({{"role", "assistant"}, {"content", result.text}});
+    write_err(stats_line(result, speculative));
+  }
+}
+
+}  // namespace
+
+void add_chat_command(CLI::App& app) {
+  auto args = std::make_shared<ChatArgs>();
+  CLI::App* cmd = app.add_subcommand("chat", "interactive multi-turn chat (keeps the KV cache between turns)");
+  cmd->add_option("--model", args->model, "target checkpoint directory (with tokenizer.json and a chat template)")
+      ->required();
+  cmd->add_option("--draft", args->draft, "speculative decoding: a drafter checkpoint directory, or 'lookup'");
+  cmd->add_option("--gamma", args->gamma, "drafts per round: N, or 'auto' (default)");
+  cmd->add_option("--drafter-compat", args->drafter_compat, "drafter semantics: 'ollama' (default) or 'mlx-bun'")
+      ->check(CLI::IsMember({"ollama", "mlx-bun"}));
+  cmd->add_option("--system", args->system, "system message at the start of the conversation");
+  cmd->add_option("--max-tokens", args->max_tokens, "longest answer in tokens")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  auto& s = args->sampling;
+  cmd->add_option("--temperature", s.temperature, "sampling temperature (0 = greedy; default: generation_config.json)")
+      ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--top-k", s.top_k, "keep the k most likely tokens (0 = off)")->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--top-p", s.top_p, "nucleus sampling mass (1 = off)")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-p", s.min_p, "drop tokens below min_p * the top probability (0 = off)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--repetition-penalty", s.repetition_penalty, "HF repetition penalty (1 = off)");
+  cmd->add_option("--presence-penalty", s.presence_penalty, "OpenAI presence penalty (0 = off)");
+  cmd->add_option("--frequency-penalty", s.frequency_penalty, "OpenAI frequency penalty (0 = off)");
+  cmd->add_option("--seed", s.seed, "sampling seed (turn i uses seed + i; default: random)");
+  cmd->add_option("--threads", args->threads, "worker threads (0 = one per hardware thread)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--precision", args->precision, "matmul precision: 'fast' (default) or 'exact'")
+      ->check(CLI::IsMember({"exact", "fast"}));
+  cmd->add_option("--chat-template", args->chat_template, "a Jinja chat template file replacing the checkpoint's");
+  cmd->add_option("--ctx", args->ctx, "context limit in tokens (0 = the model's max_position_embeddings)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--prefill-chunk", args->prefill_chunk, "rows per prefill forward step")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->callback([args] {
+    const int code = run_chat(*args);
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace specula::cli

@@ -1,0 +1,123 @@
+// `specula serve --model DIR [--draft DIR|lookup] [--host H] [--port P] [--api-key KEY] [--ctx N]
+// [--max-queue N] ...`: the OpenAI-compatible HTTP server (server/http_server.h, docs/api.md).
+// The listener starts first (GET /health answers 503 "loading"), then the model loads with progress
+// lines on stderr, then a banner. SIGINT/SIGTERM are blocked in every thread and received by
+// sigwait in one thread (no work in a signal handler): the server stops accepting, cancels the
+// running and waiting generations, joins its threads and the program exits 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "specula/engine/engine.h"
+#include "specula/kernels/isa.h"
+#include "specula/server/http_server.h"
+#include "specula/util/error.h"
+
+namespace specula::cli {
+
+namespace {
+
+struct ServeArgs {
+  EngineOptions engine;
+  std::string precision = "fast";
+  server::ServerOptions server;
+};
+
+void print_line(const std::string& line, FILE* stream = stdout) {
+  std::fputs((line + "\n").c_str(), stream);
+  std::fflush(stream);
+}
+
+void run_serve(ServeArgs a) {
+  a.engine.precision = parse_precision(a.precision);
+  if (a.server.max_tokens_default < 1) fail("serve: --max-tokens-default {} must be >= 1", a.server.max_tokens_default);
+
+  // Block the shutdown signals before any thread starts, so every thread inherits the mask and only
+  // sigwait below receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);  // a client closing its socket must not kill the server
+
+  server::HttpServer http(a.server);
+  http.start();
+  const std::string url = fmt::format("http://{}:{}", a.server.host, http.port());
+  print_line(fmt::format("specula serve: listening on {} (loading the model)", url));
+
+  enum Phase { kLoading, kServing, kLoadFailed };
+  std::atomic<int> phase{kLoading};
+  std::thread signal_thread([&] {
+    int received = 0;
+    sigwait(&signals, &received);
+    if (phase == kLoadFailed) return;
+    print_line(fmt::format("specula serve: {} received, shutting down", received == SIGINT ? "SIGINT" : "SIGTERM"),
+               stderr);
+    // Loading cannot be interrupted and holds no client work: leave at once.
+    if (phase == kLoading) std::_Exit(0);
+    http.stop();
+  });
+
+  std::unique_ptr<Engine> engine;
+  try {
+    engine = Engine::load(a.engine, [](const std::string& line) { print_line("specula serve: " + line, stderr); });
+  } catch (...) {
+    // Wake the signal thread so it can be joined, then report the load error (exit 1).
+    phase = kLoadFailed;
+    http.stop();
+    pthread_kill(signal_thread.native_handle(), SIGTERM);
+    signal_thread.join();
+    throw;
+  }
+  print_line(fmt::format("specula serve: model {} | draft {} | context {} tokens | kernels {} | {} threads | {}",
+                         engine->model_name(), engine->draft_description(), engine->max_context(),
+                         isa_name(active_isa()), engine->threads(), url));
+  phase = kServing;
+  http.set_engine(std::move(engine));
+  print_line(fmt::format("specula serve: ready on {}", url));
+  signal_thread.join();
+  print_line("specula serve: stopped", stderr);
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (docs/api.md)");
+  cmd->add_option("--model", args->engine.model_dir, "target checkpoint directory")->required();
+  cmd->add_option("--draft", args->engine.draft, "drafter checkpoint directory, or 'lookup' (prompt lookup)");
+  cmd->add_option("--gamma", args->engine.gamma, "default draft length: N or 'auto'")->capture_default_str();
+  cmd->add_option("--drafter-compat", args->engine.drafter_compat, "drafter conventions: ollama | mlx-bun")
+      ->capture_default_str();
+  cmd->add_option("--chat-template", args->engine.chat_template_file, "chat template file (overrides the checkpoint's)");
+  cmd->add_option("--threads", args->engine.threads, "compute threads (0 = all cores)")->capture_default_str();
+  cmd->add_option("--ctx", args->engine.max_context, "context size in tokens (0 = the model's maximum)")
+      ->capture_default_str();
+  cmd->add_option("--prefill-chunk", args->engine.prefill_chunk, "prefill chunk size")->capture_default_str();
+  cmd->add_option("--precision", args->precision, "exact | fast")->capture_default_str();
+  cmd->add_flag("!--no-prompt-cache", args->engine.prompt_cache, "prefill every request from scratch");
+  cmd->add_option("--host", args->server.host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", args->server.port, "port (0 = any free port, printed at startup)")->capture_default_str();
+  cmd->add_option("--api-key", args->server.api_key, "require 'Authorization: Bearer KEY' (except GET /health)");
+  cmd->add_option("--max-queue", args->server.max_queue, "requests allowed to wait behind the running one (429 beyond)")
+      ->capture_default_str();
+  cmd->add_option("--max-body-bytes", args->server.max_body_bytes, "request body limit (413 beyond)")
+      ->capture_default_str();
+  cmd->add_option("--max-tokens-default", args->server.max_tokens_default,
+                  "max_tokens of a request that sets none (also bounded by the context)")
+      ->capture_default_str();
+  cmd->callback([args] { run_serve(*args); });
+}
+
+}  // namespace specula::cli

@@ -1,0 +1,195 @@
+#include "specula/bench/bench_report.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "specula/util/error.h"
+
+namespace specula::bench {
+
+namespace {
+
+std::string p_key(double p) { return fmt::format("{}", p); }
+
+const ModelFigures& headline_model(const SuiteReport& r) {
+  if (r.models.empty()) fail("bench: no model was measured");
+  for (auto it = r.models.rbegin(); it != r.models.rend(); ++it)
+    if (!it->drafter_dir.empty()) return *it;
+  return r.models.back();
+}
+
+const ThreadFigures& headline_threads(const ModelFigures& m) {
+  if (m.threads.empty()) fail("bench: {} has no measurements", m.name);
+  return *std::max_element(m.threads.begin(), m.threads.end(),
+                           [](const ThreadFigures& a, const ThreadFigures& b) { return a.threads < b.threads; });
+}
+
+double bandwidth_at(const std::map<int, double>& bw, int threads) {
+  const auto it = bw.find(threads);
+  return it == bw.end() ? 0.0 : it->second;
+}
+
+nlohmann::json ratio_object(const std::map<int64_t, double>& m) {
+  nlohmann::json o = nlohmann::json::object();
+  for (const auto& [w, v] : m) o[std::to_string(w)] = v;
+  return o;
+}
+
+// {"p": {"gamma": value}} from the spec figures.
+template <typename F>
+nlohmann::json by_p_gamma(const ThreadFigures& t, F&& value) {
+  nlohmann::json o = nlohmann::json::object();
+  for (const SpecFigure& f : t.spec) o[p_key(f.p)][f.gamma] = value(f);
+  return o;
+}
+
+nlohmann::json thread_json(const ModelFigures& m, const ThreadFigures& t, const std::map<int, double>& bw) {
+  nlohmann::json spec = nlohmann::json::array();
+  for (const SpecFigure& f : t.spec)
+    spec.push_back({{"p", f.p},
+                    {"gamma", f.gamma},
+                    {"plain_tok_per_s", f.plain_tok_per_s},
+                    {"spec_tok_per_s", f.spec_tok_per_s},
+                    {"speedup", f.speedup},
+                    {"expected_speedup", f.expected_speedup},
+                    {"ideal_speedup", f.ideal_speedup},
+                    {"acceptance_rate", f.acceptance_rate},
+                    {"mean_gamma", f.mean_gamma}});
+  const double b = bandwidth_at(bw, t.threads);
+  return {{"threads", t.threads},
+          {"prefill_tok_per_s", t.prefill_tok_per_s},
+          {"time_to_first_token_ms", t.ttft_ms},
+          {"decode_tok_per_s", t.decode_tok_per_s},
+          {"decode_ms_per_token", t.decode_ms_per_token},
+          {"decode_cpu_ms_per_token", t.decode_cpu_ms_per_token},
+          {"read_bandwidth_gb_per_s", b},
+          {"achieved_gb_per_s", static_cast<double>(m.bytes_per_token) * t.decode_tok_per_s / 1e9},
+          {"roofline_fraction", roofline_fraction(m, t, bw)},
+          {"decode_step_ms", t.step_decode_ms},
+          {"verify_cost_ratio", ratio_object(t.verify_cost_ratio)},
+          {"draft_step_ms", t.draft_step_ms ? nlohmann::json(*t.draft_step_ms) : nlohmann::json()},
+          {"draft_step_ratio", t.draft_step_ratio ? nlohmann::json(*t.draft_step_ratio) : nlohmann::json()},
+          {"spec_speedup", by_p_gamma(t, [](const SpecFigure& f) { return f.speedup; })},
+          {"expected_speedup", by_p_gamma(t, [](const SpecFigure& f) { return f.expected_speedup; })},
+          {"spec", spec}};
+}
+
+double mb(uint64_t bytes) { return static_cast<double>(bytes) / 1e6; }
+
+}  // namespace
+
+double roofline_fraction(const ModelFigures& m, const ThreadFigures& t, const std::map<int, double>& bw) {
+  const double b = bandwidth_at(bw, t.threads);
+  return b > 0 ? static_cast<double>(m.bytes_per_token) * t.decode_tok_per_s / 1e9 / b : 0.0;
+}
+
+nlohmann::json report_json(const SuiteReport& r) {
+  const SuiteOptions& o = r.options;
+  nlohmann::json bw = nlohmann::json::object();
+  for (const auto& [t, v] : r.bandwidth_gbs) bw[std::to_string(t)] = v;
+  nlohmann::json models = nlohmann::json::array();
+  for (const ModelFigures& m : r.models) {
+    nlohmann::json threads = nlohmann::json::object();
+    for (const ThreadFigures& t : m.threads) threads[std::to_string(t.threads)] = thread_json(m, t, r.bandwidth_gbs);
+    models.push_back({{"name", m.name},
+                      {"model_dir", m.model_dir},
+                      {"drafter_dir", m.drafter_dir},
+                      {"load_ms", m.load_ms},
+                      {"drafter_load_ms", m.drafter_load_ms},
+                      {"bytes_per_token", m.bytes_per_token},
+                      {"bytes_on_disk", m.bytes_on_disk},
+                      {"drafter_bytes_on_disk", m.drafter_bytes_on_disk},
+                      {"kv_bytes", m.kv_bytes},
+                      {"peak_rss_bytes", m.peak_rss_bytes},
+                      {"peak_rss_isolated", m.peak_rss_isolated},
+                      {"threads", threads}});
+  }
+  const ModelFigures& hm = headline_model(r);
+  const ThreadFigures& ht = headline_threads(hm);
+  nlohmann::json j = thread_json(hm, ht, r.bandwidth_gbs);
+  j.erase("spec");
+  j["model"] = hm.name;
+  j["bytes_per_token"] = hm.bytes_per_token;
+  j["load_ms"] = hm.load_ms;
+  j["peak_rss_bytes"] = hm.peak_rss_bytes;
+  j["kernels"] = r.kernels;
+  j["precision"] = precision_name(o.precision);
+  j["hardware_threads"] = r.hardware_threads;
+  j["elapsed_s"] = r.elapsed_s;
+  j["read_bandwidth_gb_per_s_by_threads"] = bw;
+  j["counts"] = {{"runs", o.runs},
+                 {"prompt_tokens", o.prompt_tokens},
+                 {"decode_tokens", o.decode_tokens},
+                 {"cost_repeats", o.cost_repeats},
+                 {"max_verify_width", o.max_verify_width},
+                 {"spec_prompt_tokens", o.spec_prompt_tokens},
+                 {"spec_tokens", o.spec_tokens},
+                 {"auto_max_gamma", o.auto_max_gamma},
+                 {"acceptance", o.acceptance},
+                 {"gammas", o.gammas},
+                 {"bandwidth_bytes", o.bandwidth_bytes}};
+  j["models"] = models;
+  return j;
+}
+
+std::string report_markdown(const SuiteReport& r) {
+  const SuiteOptions& o = r.options;
+  std::string md = fmt::format(
+      "specula bench: kernels {}, precision {}, {} hardware threads; every figure is the median of {} run(s)\n\n"
+      "Counts: prefill prompt {} tokens, {} decode steps after it; step costs at that context, each the mean of {} "
+      "call(s), verify widths 2..{}; speculative runs: {}-token prompt, {} tokens each, auto gamma up to {}.\n\n",
+      r.kernels, precision_name(o.precision), r.hardware_threads, o.runs, o.prompt_tokens, o.decode_tokens,
+      o.cost_repeats, o.max_verify_width, o.spec_prompt_tokens, o.spec_tokens, o.auto_max_gamma);
+  md += "Read bandwidth measured by this run:";
+  for (const auto& [t, v] : r.bandwidth_gbs) md += fmt::format(" {} thread(s) {:.1f} GB/s;", t, v);
+  md += "\n\n| model | threads | load ms | TTFT ms | prefill tok/s | decode tok/s | decode CPU ms/token | MB/token | GB/s streamed | "
+        "roofline | peak RSS MB | peak RSS - (weights on disk + KV) MB |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const ModelFigures& m : r.models)
+    for (const ThreadFigures& t : m.threads)
+      md += fmt::format("| {} | {} | {:.0f} | {:.0f} | {:.2f} | {:.2f} | {:.0f} | {:.0f} | {:.1f} | {:.0f}% | {:.0f}{} | {:.0f} |\n",
+                        m.name, t.threads, m.load_ms, t.ttft_ms, t.prefill_tok_per_s, t.decode_tok_per_s, t.decode_cpu_ms_per_token,
+                        mb(m.bytes_per_token), mb(m.bytes_per_token) * t.decode_tok_per_s / 1e3,
+                        100.0 * roofline_fraction(m, t, r.bandwidth_gbs), mb(m.peak_rss_bytes),
+                        m.peak_rss_isolated ? "" : " (since start)",
+                        mb(m.peak_rss_bytes) - mb(m.bytes_on_disk + m.drafter_bytes_on_disk) - mb(m.kv_bytes));
+
+  for (const ModelFigures& m : r.models) {
+    md += fmt::format("\n{}: cost relative to one decode step\n\n| threads | decode step ms | drafter step |", m.name);
+    for (int64_t w = 2; w <= o.max_verify_width; ++w) md += fmt::format(" verify {} |", w);
+    md += "\n|---|---|---|";
+    for (int64_t w = 2; w <= o.max_verify_width; ++w) md += "---|";
+    md += "\n";
+    for (const ThreadFigures& t : m.threads) {
+      md += fmt::format("| {} | {:.1f} | {} |", t.threads, t.step_decode_ms,
+                        t.draft_step_ratio ? fmt::format("{:.3f}", *t.draft_step_ratio) : std::string("-"));
+      for (const auto& [w, v] : t.verify_cost_ratio) md += fmt::format(" {:.2f} |", v);
+      md += "\n";
+    }
+    if (m.drafter_dir.empty() || m.threads.empty() || m.threads.front().spec.empty()) continue;
+    md += fmt::format(
+        "\n{}: speculative decoding at controlled acceptance p, speedup over plain decoding of the same tokens, "
+        "measured (expected from p, gamma and the costs above; auto: mean gamma chosen)\n\n| threads | p | plain tok/s |",
+        m.name);
+    for (const std::string& g : o.gammas) md += g == "auto" ? " auto |" : fmt::format(" gamma {} |", g);
+    md += "\n|---|---|---|";
+    for (size_t i = 0; i < o.gammas.size(); ++i) md += "---|";
+    md += "\n";
+    for (const ThreadFigures& t : m.threads)
+      for (double p : o.acceptance) {
+        std::string row;
+        double plain = 0.0;
+        for (const SpecFigure& f : t.spec) {
+          if (f.p != p) continue;
+          plain = f.plain_tok_per_s;
+          row += fmt::format(" {:.2f}x ({:.2f}){} |", f.speedup, f.expected_speedup,
+                             f.gamma == "auto" ? fmt::format(" g{:.1f}", f.mean_gamma) : std::string());
+        }
+        md += fmt::format("| {} | {} | {:.2f} |{}\n", t.threads, p, plain, row);
+      }
+  }
+  md += fmt::format("\nElapsed: {:.0f} s\n", r.elapsed_s);
+  return md;
+}
+
+}  // namespace specula::bench

@@ -1,0 +1,35 @@
+#pragma once
+// The results of a `specula bench` run as one JSON object and as markdown tables.
+//
+// The JSON's top-level figures are those of the headline model (the one measured with a drafter,
+// else the last) at its largest thread count: decode_tok_per_s, prefill_tok_per_s,
+// time_to_first_token_ms, bytes_per_token, read_bandwidth_gb_per_s, roofline_fraction,
+// verify_cost_ratio {"2": .., ...}, draft_step_ratio, spec_speedup {"0.7": {"auto": .., "2": ..}},
+// expected_speedup (same shape), load_ms, peak_rss_bytes; `models` holds every model's figures per
+// thread count.
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "specula/bench/bench_suite.h"
+
+namespace specula::bench {
+
+struct SuiteReport {
+  SuiteOptions options;
+  std::string kernels;                  // the active kernel set (kernels/isa.h)
+  int hardware_threads = 0;
+  std::map<int, double> bandwidth_gbs;  // threads -> measured read bandwidth
+  std::vector<ModelFigures> models;
+  double elapsed_s = 0.0;
+};
+
+// bytes_per_token x decode tok/s / read bandwidth at the same thread count (0 if unknown).
+double roofline_fraction(const ModelFigures& model, const ThreadFigures& t, const std::map<int, double>& bandwidth);
+
+nlohmann::json report_json(const SuiteReport& report);
+std::string report_markdown(const SuiteReport& report);
+
+}  // namespace specula::bench

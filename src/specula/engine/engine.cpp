@@ -1,0 +1,318 @@
+#include "specula/engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "specula/engine/logprobs.h"
+#include "specula/engine/text_stream.h"
+#include "specula/model/target_cache.h"
+#include "specula/model/target_model.h"
+#include "specula/spec/drafter.h"
+#include "specula/text/chat_template.h"
+#include "specula/text/tokenizer.h"
+#include "specula/util/error.h"
+#include "specula/util/thread_pool.h"
+
+namespace specula {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+constexpr int kMaxTopLogprobs = 20;
+
+std::string last_component(const std::string& dir) {
+  fs::path p = fs::path(dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();  // "dir/" normalizes to "dir/" with an empty filename
+  return p.filename().string();
+}
+
+// Whether the model directory ships a chat template at all (a broken one must still fail loading).
+bool has_chat_template(const fs::path& dir) {
+  if (fs::is_regular_file(dir / "chat_template.jinja") || fs::is_regular_file(dir / "chat_template.json")) return true;
+  const fs::path config = dir / "tokenizer_config.json";
+  if (!fs::is_regular_file(config)) return false;
+  std::ifstream in(config);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("chat_template");
+}
+
+std::string finish_reason_of(const std::string& stop_reason, bool stop_string, bool cancelled) {
+  if (stop_string) return "stop";
+  if (stop_reason == "eos") return "stop";
+  if (stop_reason == "max_tokens" || stop_reason == "context") return "length";
+  if (cancelled || stop_reason == "callback") return "cancelled";
+  return stop_reason;
+}
+
+}  // namespace
+
+Engine::Engine() = default;
+Engine::~Engine() = default;
+
+std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadProgress& progress) {
+  auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
+  if (options.model_dir.empty()) fail("engine: no model directory given");
+  if (options.prefill_chunk < 1) fail("engine: prefill chunk {} must be >= 1", options.prefill_chunk);
+  if (options.max_context < 0) fail("engine: max context {} must be >= 0 (0 = the model's)", options.max_context);
+  if (options.threads < 0) fail("engine: threads {} must be >= 0 (0 = one per hardware thread)", options.threads);
+
+  std::unique_ptr<Engine> e(new Engine());
+  e->options_ = options;
+  e->gamma_ = parse_gamma_choice(options.gamma);
+  const DrafterConvention convention = parse_drafter_convention(options.drafter_compat);
+
+  TargetOptions to;
+  to.prefill_chunk = options.prefill_chunk;
+  to.max_context = options.max_context;
+  to.precision = options.precision;
+  // The cache must be able to roll back every draft of the largest gamma a round may use.
+  const int64_t needed = e->gamma_.automatic ? e->gamma_.max_gamma : e->gamma_.fixed;
+  to.rollback_reserve = std::max(to.rollback_reserve, needed);
+
+  auto t0 = Clock::now();
+  say(fmt::format("loading target {} ({} precision) ...", options.model_dir, precision_name(options.precision)));
+  e->model_ = TargetModel::load(options.model_dir, to);
+  const TargetConfig& cfg = e->model_->config();
+  say(fmt::format("loaded target: {} layers, hidden {}, vocab {}, context {} ({:.0f} ms)", cfg.text.num_hidden_layers,
+                  e->model_->hidden_size(), e->model_->vocab_size(), e->model_->max_context(), ms_since(t0)));
+
+  if (options.draft == "lookup") {
+    say("draft source: prompt lookup");
+  } else if (!options.draft.empty()) {
+    t0 = Clock::now();
+    say(fmt::format("loading drafter {} ({}) ...", options.draft, drafter_convention_name(convention)));
+    e->drafter_ = Drafter::load(options.draft, *e->model_, convention);
+    say(fmt::format("loaded drafter: {} layers, {} head ({:.0f} ms)", e->drafter_->checkpoint().config.layers.size(),
+                    e->drafter_->centroid_head() ? "centroid" : "dense", ms_since(t0)));
+  }
+
+  const fs::path dir(options.model_dir);
+  if (fs::is_regular_file(dir / "tokenizer.json")) {
+    t0 = Clock::now();
+    e->tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::load((dir / "tokenizer.json").string()));
+    say(fmt::format("loaded tokenizer: {} tokens ({:.0f} ms)", e->tokenizer_->vocab_size(), ms_since(t0)));
+    if (static_cast<int64_t>(e->tokenizer_->vocab_size()) > e->model_->vocab_size()) {
+      // Trailing special tokens beyond the embedding (multimodal placeholders) are never produced
+      // by text; anything else would index past the embedding table.
+      int64_t used = static_cast<int64_t>(e->tokenizer_->vocab_size());
+      while (used > 0 && e->tokenizer_->is_special(static_cast<int32_t>(used - 1))) --used;
+      if (used > e->model_->vocab_size())
+        fail("{}: the tokenizer uses ids up to {} but the model's vocab_size is {}", (dir / "tokenizer.json").string(),
+             used - 1, e->model_->vocab_size());
+    }
+  }
+  if (!options.chat_template_file.empty()) {
+    e->template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_file(options.chat_template_file, dir));
+    say(fmt::format("chat template: {}", options.chat_template_file));
+  } else if (has_chat_template(dir)) {
+    e->template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_model_dir(dir));
+    say(fmt::format("chat template: {}", e->template_->origin()));
+  }
+
+  if (e->model_->checkpoint().generation) {
+    e->default_sampling_ = sampling_params_from_generation_config(*e->model_->checkpoint().generation);
+  } else {
+    e->default_sampling_ = SpeculativeOptions::greedy_sampling();
+  }
+  e->pool_ = std::make_unique<ThreadPool>(options.threads);
+  e->cache_ = std::make_unique<TargetCache>(e->model_->new_cache());
+  return e;
+}
+
+std::string Engine::model_name() const { return last_component(options_.model_dir); }
+
+std::string Engine::draft_description() const {
+  if (options_.draft.empty()) return "none";
+  if (options_.draft == "lookup") return "lookup";
+  return last_component(options_.draft);
+}
+
+int64_t Engine::max_context() const { return model_->max_context(); }
+
+int Engine::threads() const { return pool_->size(); }
+
+// ---- text helpers ----
+
+std::vector<int32_t> Engine::encode(const std::string& text, bool add_special_tokens) const {
+  if (!tokenizer_) fail("{} has no tokenizer.json: text needs the checkpoint's tokenizer", options_.model_dir);
+  // Tokenizer::encode is safe to call concurrently (its word cache has its own mutex).
+  return tokenizer_->encode(text, add_special_tokens);
+}
+
+std::string Engine::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+  if (!tokenizer_) fail("{} has no tokenizer.json: text needs the checkpoint's tokenizer", options_.model_dir);
+  return tokenizer_->decode(ids, skip_special_tokens);
+}
+
+std::string Engine::render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                bool add_generation_prompt, const nlohmann::ordered_json& extra_variables) const {
+  if (!template_)
+    fail("{} has no chat template (chat_template.jinja or tokenizer_config.json's chat_template); give one with "
+         "--chat-template FILE",
+         options_.model_dir);
+  return template_->render(messages, tools, add_generation_prompt, extra_variables);
+}
+
+std::vector<int32_t> Engine::encode_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                         const nlohmann::ordered_json& extra_variables) const {
+  const std::string rendered = render_chat(messages, tools, /*add_generation_prompt=*/true, extra_variables);
+  return encode(rendered, /*add_special_tokens=*/false);  // the template writes <bos> itself
+}
+
+// ---- prompt cache ----
+
+void Engine::clear_prompt_cache() {
+  cache_tokens_.clear();
+  cache_->reset();
+}
+
+int64_t Engine::cached_tokens() const { return static_cast<int64_t>(cache_tokens_.size()); }
+
+// ---- generation ----
+
+GenerationResult Engine::generate(const GenerationRequest& request, const GenerationCallback& on_event) {
+  bool idle = false;
+  if (!busy_.compare_exchange_strong(idle, true))
+    fail("engine: generate() entered while another generation is running (callers must serialize)");
+  struct Release {
+    std::atomic<bool>& flag;
+    ~Release() { flag.store(false); }
+  } release{busy_};
+
+  // ---- validation: nothing below throws for a bad request once work has started ----
+  const std::vector<int32_t>& prompt = request.prompt;
+  const int64_t vocab = model_->vocab_size();
+  if (prompt.empty()) fail("engine: the prompt is empty (it must hold at least the BOS token)");
+  if (static_cast<int64_t>(prompt.size()) + 1 > model_->max_context())
+    fail("engine: the prompt has {} tokens but the context holds {} (the prompt and at least one generated token "
+         "must fit)",
+         prompt.size(), model_->max_context());
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || prompt[i] >= vocab)
+      fail("engine: prompt token {} at position {} is outside the vocabulary [0, {})", prompt[i], i, vocab);
+  if (request.max_tokens < 0) fail("engine: max_tokens {} must be >= 0", request.max_tokens);
+  if (request.top_logprobs < -1 || request.top_logprobs > kMaxTopLogprobs)
+    fail("engine: top_logprobs {} must be in [0, {}] (or -1 for none)", request.top_logprobs, kMaxTopLogprobs);
+  validate_for_vocab(request.sampling, vocab);
+  const bool any_stop = std::any_of(request.stop.begin(), request.stop.end(), [](const auto& s) { return !s.empty(); });
+  if (any_stop && !tokenizer_)
+    fail("engine: stop strings need a tokenizer, and {} has no tokenizer.json", options_.model_dir);
+
+  const bool has_draft_source = drafter_ != nullptr || options_.draft == "lookup";
+  const bool speculate = request.speculative && has_draft_source;
+  SpeculativeOptions so;
+  so.max_tokens = request.max_tokens;
+  so.ignore_eos = request.ignore_eos;
+  so.sampling = request.sampling;
+  if (speculate) {
+    so.method = drafter_ ? DraftMethod::Drafter : DraftMethod::Lookup;
+    so.gamma = request.gamma.value_or(gamma_);
+    const int64_t reserve = cache_->options().rollback_reserve;
+    if (so.gamma.automatic && so.gamma.max_gamma < 0)
+      fail("engine: max gamma {} must be >= 0", so.gamma.max_gamma);
+    if (!so.gamma.automatic && (so.gamma.fixed < 0 || so.gamma.fixed > reserve))
+      fail("engine: gamma {} must be in [0, {}] (the cache's rollback reserve; load with a larger --gamma to raise it)",
+           so.gamma.fixed, reserve);
+  } else {  // plain decoding through the same loop: rounds without drafts
+    so.method = DraftMethod::Lookup;
+    so.gamma = GammaChoice{};
+    so.gamma.fixed = 0;
+  }
+
+  try {
+    // ---- prompt cache: keep the common prefix (at most all but the last prompt token) ----
+    int64_t keep = 0;
+    if (options_.prompt_cache && static_cast<int64_t>(cache_tokens_.size()) == cache_->offset()) {
+      size_t common = 0;
+      while (common < cache_tokens_.size() && common < prompt.size() && cache_tokens_[common] == prompt[common]) ++common;
+      keep = std::min<int64_t>(static_cast<int64_t>(common), static_cast<int64_t>(prompt.size()) - 1);
+      const int64_t surplus = cache_->offset() - keep;
+      if (keep > 0 && surplus <= cache_->max_rollback()) {
+        if (surplus > 0) cache_->rollback(surplus);
+      } else {
+        keep = 0;  // nothing shared, or the sliding-window caches cannot go back that far
+      }
+    }
+    cache_tokens_.clear();  // unknown until the generation has finished
+    if (keep == 0) cache_->reset();
+    so.continue_cache = keep > 0;
+
+    // ---- streaming: tokens of one decode step form one event ----
+    GenerationResult result;
+    GenerationTextStream stream(tokenizer_.get(), request.skip_special_tokens, request.stop);
+    GenerationEvent pending;
+    bool cancelled = false;
+    const auto start = Clock::now();
+    double first_token_ms = -1.0;
+    so.on_emit = [&](int32_t token, std::span<const float> logits) {
+      if (first_token_ms < 0) first_token_ms = ms_since(start);
+      pending.tokens.push_back(token);
+      if (request.top_logprobs >= 0)
+        pending.logprobs.push_back(token_logprobs(logits, token, request.top_logprobs, tokenizer_.get()));
+      pending.text += stream.push(token);
+      return !stream.stopped();  // a stop string ends generation at this token
+    };
+    auto flush = [&]() {
+      if (pending.tokens.empty() && pending.text.empty()) return true;
+      result.text += pending.text;
+      result.logprobs.insert(result.logprobs.end(), pending.logprobs.begin(), pending.logprobs.end());
+      const bool go_on = on_event ? on_event(pending) : true;
+      pending = GenerationEvent{};
+      return go_on;
+    };
+    so.on_step = [&] {
+      if (flush()) return true;
+      cancelled = true;
+      return false;
+    };
+
+    const SpeculativeResult r =
+        generate_speculative(*model_, *cache_, speculate ? drafter_.get() : nullptr, prompt, so, *pool_);
+    pending.text += stream.finish();
+    flush();  // the last tokens (or held-back text); generation is over, so its answer does not matter
+
+    // ---- what the cache holds now ----
+    if (options_.prompt_cache) {
+      const size_t offset = static_cast<size_t>(cache_->offset());
+      if (offset <= prompt.size() + r.cache_tail.size()) {
+        cache_tokens_.assign(prompt.begin(), prompt.end());
+        cache_tokens_.insert(cache_tokens_.end(), r.cache_tail.begin(), r.cache_tail.end());
+        cache_tokens_.resize(offset);
+      } else {
+        clear_prompt_cache();
+      }
+    }
+
+    result.tokens = r.tokens;
+    result.finish_reason = finish_reason_of(r.stop_reason, stream.stopped(), cancelled);
+    result.stop_index = stream.stopped() ? stream.stop_index() : -1;
+    GenerationStats& st = result.stats;
+    st.prompt_tokens = static_cast<int64_t>(prompt.size());
+    st.cached_tokens = keep;
+    st.completion_tokens = static_cast<int64_t>(r.tokens.size());
+    st.drafted = r.stats.drafted;
+    st.accepted = r.stats.accepted;
+    st.target_calls = r.stats.target_calls;
+    st.prefill_ms = r.stats.prefill_ms;
+    st.decode_ms = r.stats.decode_ms;
+    st.time_to_first_token_ms = first_token_ms >= 0 ? first_token_ms : 0.0;
+    return result;
+  } catch (...) {
+    // A half-run generation leaves the cache in an unknown state: start the next one cold.
+    clear_prompt_cache();
+    throw;
+  }
+}
+
+}  // namespace specula

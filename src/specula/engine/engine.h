@@ -1,0 +1,172 @@
+#pragma once
+// The public API: load a target model (+ drafter or prompt lookup), its tokenizer and chat
+// template once, then run generations one after another on one KV cache, with streaming
+// callbacks, cancellation, statistics and a prompt cache.
+//
+// Prompt cache: the engine remembers which tokens its cache holds. A new generation keeps the
+// longest common prefix of those tokens and its prompt (rolling the rest back, or starting over
+// when the caches cannot roll back that far) and prefills only the remainder; at least the last
+// prompt token is always fed, so the first generated token comes from a fresh forward. Output is
+// the same bytes as a cold run: the kernels are batch invariant (DESIGN.md §3).
+//
+// Thread safety: generate() runs one generation at a time (callers serialize; it throws if
+// entered concurrently). The const text helpers (encode, decode, render) may run concurrently
+// with generate() and with each other.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "specula/kernels/matmul.h"
+#include "specula/sample/sampling_params.h"
+#include "specula/spec/speculative.h"
+
+namespace specula {
+
+class ChatTemplate;
+class Drafter;
+class TargetModel;
+class TargetCache;
+class ThreadPool;
+namespace text {
+class Tokenizer;
+}
+
+struct EngineOptions {
+  std::string model_dir;
+  std::string draft;                     // drafter checkpoint dir, "lookup", or "" (plain decoding)
+  std::string drafter_compat = "ollama";  // ollama | mlx-bun (spec/drafter.h)
+  std::string gamma = "auto";            // default draft length: N or "auto"
+  std::string chat_template_file;        // overrides the checkpoint's chat template
+  int threads = 0;                       // 0 = hardware concurrency
+  int64_t max_context = 0;               // 0 = the model's max_position_embeddings
+  int64_t prefill_chunk = 512;
+  Precision precision = Precision::Fast;
+  bool prompt_cache = true;
+};
+
+// A progress line while loading ("loading target 3/7 ...").
+using LoadProgress = std::function<void(const std::string& line)>;
+
+struct TokenLogprob {
+  int32_t id = 0;
+  std::string text;      // the token's own text (special tokens as written)
+  double logprob = 0.0;  // log-softmax of the model's (softcapped) logits, before sampling filters
+};
+
+struct TokenLogprobs {
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;  // the top_logprobs most likely tokens, most likely first
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;           // token ids, BOS included (encode_* below)
+  int64_t max_tokens = 256;
+  bool ignore_eos = false;
+  SamplingParams sampling;               // resolved (engine.default_sampling() + overrides)
+  std::vector<std::string> stop;         // stop strings (matched on the text, held back)
+  bool speculative = true;               // false: plain decoding even when a draft source is loaded
+  // Default: the engine's. Seeded sampling reproduces for plain decoding and a fixed gamma; "auto"
+  // picks draft lengths from measured timings, so its draws (lossless in distribution) can vary.
+  std::optional<GammaChoice> gamma;
+  int top_logprobs = -1;                 // -1: no logprobs; 0..20: the chosen token's + that many
+  bool skip_special_tokens = true;       // in the streamed text
+};
+
+// One piece of streamed output: the tokens emitted since the last event and the text that became
+// final (after UTF-8 completion and stop-string hold-back; may be empty).
+struct GenerationEvent {
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::vector<TokenLogprobs> logprobs;   // one per token, when requested
+};
+// Return false to cancel: generation stops within one decode step (finish_reason "cancelled").
+using GenerationCallback = std::function<bool(const GenerationEvent& event)>;
+
+struct GenerationStats {
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;      // prompt tokens reused from the prompt cache (not prefilled)
+  int64_t completion_tokens = 0;
+  int64_t drafted = 0;
+  int64_t accepted = 0;
+  int64_t target_calls = 0;
+  double prefill_ms = 0.0;
+  double time_to_first_token_ms = 0.0;
+  double decode_ms = 0.0;
+  double decode_tok_per_s() const {
+    return decode_ms > 0 && completion_tokens > 1 ? (completion_tokens - 1) * 1000.0 / decode_ms : 0.0;
+  }
+  double acceptance_rate() const { return drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0; }
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;           // every emitted token (the EOS token excluded)
+  std::string text;                      // the final text (stop string and what follows removed)
+  // "stop" (EOS or a stop string), "length" (max_tokens or the context limit), "cancelled".
+  std::string finish_reason;
+  int stop_index = -1;                   // which stop string matched, if any
+  std::vector<TokenLogprobs> logprobs;
+  GenerationStats stats;
+};
+
+class Engine {
+ public:
+  // Loads everything; throws specula::Error naming the file/field. A checkpoint without
+  // tokenizer.json loads (token-id use only): tokenizer() is then null and the text helpers throw.
+  static std::unique_ptr<Engine> load(const EngineOptions& options, const LoadProgress& progress = {});
+  ~Engine();
+
+  const EngineOptions& options() const { return options_; }
+  const TargetModel& model() const { return *model_; }
+  const Drafter* drafter() const { return drafter_.get(); }
+  const text::Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  const ChatTemplate* chat_template() const { return template_.get(); }
+  std::string model_name() const;        // the model directory's last path component
+  std::string draft_description() const; // "none", "lookup" or the drafter's directory name
+  int64_t max_context() const;
+  int threads() const;
+  // The checkpoint's generation_config.json defaults (greedy when it has none).
+  const SamplingParams& default_sampling() const { return default_sampling_; }
+
+  // Text helpers (throw specula::Error without a tokenizer / template).
+  std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const;
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const;
+  // The chat template around `messages` (with `tools`, extra variables such as enable_thinking).
+  std::string render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools = nullptr,
+                          bool add_generation_prompt = true,
+                          const nlohmann::ordered_json& extra_variables = nlohmann::ordered_json::object()) const;
+  // render_chat encoded without adding special tokens again (the template writes <bos>).
+  std::vector<int32_t> encode_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools = nullptr,
+                                   const nlohmann::ordered_json& extra_variables = nlohmann::ordered_json::object()) const;
+
+  // Runs one generation (see the prompt cache above). Throws specula::Error before any work on
+  // an invalid request (empty prompt, prompt + 1 past the context, bad sampling values, token ids
+  // out of range). The callback is called at least once per decode step that emitted tokens.
+  GenerationResult generate(const GenerationRequest& request, const GenerationCallback& on_event = {});
+
+  // Forgets the prompt cache (the next generation prefills everything).
+  void clear_prompt_cache();
+  // How many tokens the cache holds for the prompt cache.
+  int64_t cached_tokens() const;
+
+ private:
+  Engine();
+  EngineOptions options_;
+  std::unique_ptr<TargetModel> model_;
+  std::unique_ptr<Drafter> drafter_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
+  std::unique_ptr<ChatTemplate> template_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<TargetCache> cache_;
+  std::vector<int32_t> cache_tokens_;    // what cache_ holds (its first cache_->offset() tokens)
+  SamplingParams default_sampling_;
+  GammaChoice gamma_;
+  std::atomic<bool> busy_{false};
+};
+
+}  // namespace specula

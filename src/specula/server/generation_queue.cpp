@@ -1,0 +1,124 @@
+#include "specula/server/generation_queue.h"
+
+#include <algorithm>
+#include <exception>
+
+namespace specula::server {
+
+bool GenerationQueue::Job::wait() {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return finished_; });
+  return ran_;
+}
+
+bool GenerationQueue::Job::started() const {
+  std::lock_guard lock(mutex_);
+  return started_;
+}
+
+std::string GenerationQueue::Job::error() const {
+  std::lock_guard lock(mutex_);
+  return error_;
+}
+
+GenerationQueue::GenerationQueue(size_t max_waiting) : max_waiting_(max_waiting), worker_([this] { run(); }) {}
+
+GenerationQueue::~GenerationQueue() { shutdown(); }
+
+std::shared_ptr<GenerationQueue::Job> GenerationQueue::submit(Work work) {
+  auto job = std::make_shared<Job>();
+  job->work_ = std::move(work);
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return nullptr;
+    const bool idle = running_ == nullptr && waiting_.empty();
+    if (!idle && waiting_.size() >= max_waiting_) return nullptr;
+    waiting_.push_back(job);
+  }
+  cv_.notify_all();
+  return job;
+}
+
+void GenerationQueue::cancel(const std::shared_ptr<Job>& job) {
+  job->cancelled = true;
+  bool dropped = false;
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = std::find(waiting_.begin(), waiting_.end(), job);
+    if (it != waiting_.end()) {
+      waiting_.erase(it);
+      dropped = true;
+    }
+  }
+  if (dropped) finish(*job, false, {});
+}
+
+size_t GenerationQueue::waiting() const {
+  std::lock_guard lock(mutex_);
+  return waiting_.size();
+}
+
+bool GenerationQueue::busy() const {
+  std::lock_guard lock(mutex_);
+  return running_ != nullptr;
+}
+
+void GenerationQueue::shutdown() {
+  std::deque<std::shared_ptr<Job>> dropped;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    dropped.swap(waiting_);
+    if (running_) running_->cancelled = true;
+  }
+  cv_.notify_all();
+  for (auto& job : dropped) {
+    job->cancelled = true;
+    finish(*job, false, {});
+  }
+  if (worker_.joinable()) worker_.join();
+}
+
+void GenerationQueue::finish(Job& job, bool ran, std::string error) {
+  {
+    std::lock_guard lock(job.mutex_);
+    job.finished_ = true;
+    job.ran_ = ran;
+    job.error_ = std::move(error);
+  }
+  job.cv_.notify_all();
+}
+
+void GenerationQueue::run() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return stopping_ || !waiting_.empty(); });
+      if (stopping_) return;
+      job = waiting_.front();
+      waiting_.pop_front();
+      running_ = job;
+    }
+    {
+      std::lock_guard lock(job->mutex_);
+      job->started_ = true;
+    }
+    std::string error;
+    try {
+      job->work_(job->cancelled);
+    } catch (const std::exception& e) {
+      error = e.what();
+    } catch (...) {
+      error = "unknown error";
+    }
+    job->work_ = nullptr;  // release what the work captured before waking the waiter
+    {
+      std::lock_guard lock(mutex_);
+      running_ = nullptr;
+    }
+    finish(*job, true, std::move(error));
+  }
+}
+
+}  // namespace specula::server

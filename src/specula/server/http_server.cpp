@@ -1,0 +1,336 @@
+#include "specula/server/http_server.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <ctime>
+#include <deque>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "specula/model/target_model.h"
+#include "specula/util/error.h"
+
+namespace specula::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using httplib::Request;
+using httplib::Response;
+
+void send_json(Response& res, int status, const ojson& body) {
+  res.status = status;
+  res.set_content(dump(body), "application/json");
+}
+
+void send_error(Response& res, const ApiError& error) { send_json(res, error.status, error_json(error)); }
+
+// Metrics label of a path: the known routes, everything else "other" (bounded cardinality).
+std::string endpoint_label(const std::string& path) {
+  for (const char* known : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/tokenize",
+                            "/detokenize"}) {
+    if (path == known) return known;
+  }
+  return "other";
+}
+
+// SSE events from the generation worker to the HTTP thread that writes them.
+struct StreamChannel {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<std::string> events;
+  bool closed = false;
+
+  void push(std::string event) {
+    {
+      std::lock_guard lock(mutex);
+      events.push_back(std::move(event));
+    }
+    cv.notify_all();
+  }
+  void close() {
+    {
+      std::lock_guard lock(mutex);
+      closed = true;
+    }
+    cv.notify_all();
+  }
+};
+
+struct CloseOnExit {
+  StreamChannel& channel;
+  ~CloseOnExit() { channel.close(); }
+};
+
+// How often a waiting stream checks its client (an SSE comment line): a write to a closed
+// connection fails, and the request is cancelled (dropped from the queue if it still waits).
+constexpr auto kStreamPoll = std::chrono::milliseconds(100);
+constexpr auto kKeepAliveEvery = std::chrono::milliseconds(500);
+
+}  // namespace
+
+HttpServer::HttpServer(ServerOptions options)
+    : options_(std::move(options)), http_(std::make_unique<httplib::Server>()), queue_(options_.max_queue) {
+  install_routes();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+void HttpServer::start() {
+  if (options_.port == 0) {
+    port_ = http_->bind_to_any_port(options_.host);
+    if (port_ < 0) fail("serve: cannot listen on {} (any port)", options_.host);
+  } else {
+    if (!http_->bind_to_port(options_.host, options_.port)) {
+      fail("serve: cannot listen on {}:{} (address in use, or not allowed)", options_.host, options_.port);
+    }
+    port_ = options_.port;
+  }
+  listener_ = std::thread([this] { http_->listen_after_bind(); });
+}
+
+void HttpServer::set_engine(std::unique_ptr<Engine> engine) {
+  engine_owner_ = std::move(engine);
+  engine_.store(engine_owner_.get());
+}
+
+void HttpServer::stop() {
+  if (stopped_.exchange(true)) return;
+  queue_.shutdown();  // cancels the running generation, drops the waiting ones
+  http_->stop();
+  if (listener_.joinable()) listener_.join();
+}
+
+void HttpServer::install_routes() {
+  httplib::Server& http = *http_;
+  // One HTTP thread per possible waiting request, plus room for health/metrics probes.
+  const size_t threads = options_.max_queue + 8;
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http.set_payload_max_length(options_.max_body_bytes);
+  // httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port and
+  // silently share its traffic; a taken port must be an error.
+  http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  http.set_keep_alive_timeout(2);
+
+  http.set_logger([this](const Request& req, const Response& res) {
+    metrics_.count_request(endpoint_label(req.path), res.status);
+  });
+
+  http.set_pre_routing_handler([this](const Request& req, Response& res) {
+    if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    if (req.get_header_value("Authorization") != "Bearer " + options_.api_key) {
+      send_error(res, ApiError(401, "authentication_error",
+                               "missing or invalid API key: send the header 'Authorization: Bearer <key>'", "",
+                               "invalid_api_key"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
+  // Statuses httplib produces by itself (unknown route, body too large): OpenAI's error shape.
+  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const Request& req, Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    if (res.status == 404) {
+      send_error(res, ApiError(404, "invalid_request_error", fmt::format("no route for {} {}", req.method, req.path), "",
+                               "not_found"));
+    } else if (res.status == 413) {
+      send_error(res, ApiError(413, "invalid_request_error",
+                               fmt::format("the request body is larger than the limit of {} bytes (--max-body-bytes)",
+                                           options_.max_body_bytes),
+                               "", "payload_too_large"));
+    } else {
+      send_error(res, ApiError(res.status, "invalid_request_error", fmt::format("HTTP status {}", res.status)));
+    }
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+
+  http.set_exception_handler([](const Request&, Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, ApiError(500, "server_error", what));
+  });
+
+  http.Get("/health", [this](const Request&, Response& res) {
+    if (engine_.load() == nullptr) send_json(res, 503, {{"status", "loading"}});
+    else send_json(res, 200, {{"status", "ok"}});
+  });
+
+  http.Get("/metrics", [this](const Request&, Response& res) {
+    metrics_.set_queue_depth(static_cast<int64_t>(queue_.waiting()));
+    res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+
+  auto loaded = [this](Response& res) -> Engine* {
+    Engine* engine = engine_.load();
+    if (engine == nullptr) {
+      send_error(res, ApiError(503, "server_error", "the model is still loading; retry when GET /health says ok", "",
+                               "model_loading"));
+    }
+    return engine;
+  };
+
+  http.Get("/v1/models", [this, loaded](const Request&, Response& res) {
+    Engine* engine = loaded(res);
+    if (engine == nullptr) return;
+    send_json(res, 200,
+              {{"object", "list"},
+               {"data", ojson::array({{{"id", engine->model_name()},
+                                       {"object", "model"},
+                                       {"created", 0},
+                                       {"owned_by", "specula"},
+                                       {"max_model_len", engine->max_context()},
+                                       {"draft", engine->draft_description()}}})}});
+  });
+
+  auto limits_for = [this](const Engine& engine) {
+    RequestLimits limits = options_.limits;
+    limits.vocab_size = engine.model().vocab_size();
+    return limits;
+  };
+
+  auto generation = [this, loaded, limits_for](bool chat) {
+    return [this, loaded, limits_for, chat](const Request& req, Response& res) {
+      Engine* engine = loaded(res);
+      if (engine == nullptr) return;
+      std::shared_ptr<PreparedJob> job;
+      try {
+        const PrepareOptions prepare{options_.max_tokens_default};
+        const RequestLimits limits = limits_for(*engine);
+        job = std::make_shared<PreparedJob>(
+            chat ? prepare_chat_job(*engine, parse_chat_completion_request(req.body, limits), prepare)
+                 : prepare_completion_job(*engine, parse_completion_request(req.body, limits), prepare));
+      } catch (const ApiError& e) {
+        send_error(res, e);
+        return;
+      } catch (const specula::Error& e) {
+        send_error(res, invalid_request(e.what(), ""));
+        return;
+      }
+      auto refuse = [&](Response& r) {
+        if (stopped_) {
+          send_error(r, ApiError(503, "server_error", "the server is shutting down", "", "shutting_down"));
+        } else {
+          send_error(r, ApiError(429, "rate_limit_error",
+                                 fmt::format("the generation queue is full ({} waiting, --max-queue); retry later",
+                                             options_.max_queue),
+                                 "", "queue_full"));
+        }
+      };
+
+      if (!job->stream) {
+        auto outcome = std::make_shared<JobOutcome>();
+        auto handle = queue_.submit([this, engine, job, outcome](const std::atomic<bool>& cancelled) {
+          *outcome = run_job(*engine, *job, cancelled, {}, metrics_);
+        });
+        if (handle == nullptr) return refuse(res);
+        if (!handle->wait()) {
+          send_error(res, ApiError(503, "server_error", "the server is shutting down", "", "shutting_down"));
+        } else if (!handle->error().empty()) {
+          send_error(res, ApiError(500, "server_error", handle->error()));
+        } else {
+          send_json(res, outcome->status, outcome->body);
+        }
+        return;
+      }
+
+      auto channel = std::make_shared<StreamChannel>();
+      auto handle = queue_.submit([this, engine, job, channel](const std::atomic<bool>& cancelled) {
+        CloseOnExit closer{*channel};
+        run_job(*engine, *job, cancelled, [&channel](std::string event) { channel->push(std::move(event)); }, metrics_);
+      });
+      if (handle == nullptr) return refuse(res);
+      res.set_header("Cache-Control", "no-cache");
+      auto last_write = std::make_shared<Clock::time_point>(Clock::now());
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [this, channel, handle, last_write](size_t, httplib::DataSink& sink) {
+            std::deque<std::string> events;
+            bool closed = false;
+            {
+              std::unique_lock lock(channel->mutex);
+              channel->cv.wait_for(lock, kStreamPoll, [&] { return !channel->events.empty() || channel->closed; });
+              events.swap(channel->events);
+              closed = channel->closed;
+            }
+            auto write = [&](const std::string& text) {
+              if (sink.write(text.data(), text.size())) return true;
+              queue_.cancel(handle);  // the client went away
+              return false;
+            };
+            for (const std::string& e : events) {
+              if (!write(e)) return false;
+            }
+            if (!events.empty()) *last_write = Clock::now();
+            if (closed) {
+              sink.done();
+              return true;
+            }
+            if (const auto ran = handle->wait_for(std::chrono::seconds(0)); ran && !*ran) {
+              // Dropped from the queue without running (shutdown).
+              write(sse_event(error_json(ApiError(503, "server_error", "the server is shutting down", "", "shutting_down"))));
+              write(kSseDone);
+              sink.done();
+              return true;
+            }
+            if (Clock::now() - *last_write >= kKeepAliveEvery) {
+              if (!write(": keep-alive\n\n")) return false;
+              *last_write = Clock::now();
+            }
+            return true;
+          },
+          [this, handle](bool success) {
+            if (!success) queue_.cancel(handle);
+          });
+    };
+  };
+  http.Post("/v1/chat/completions", generation(true));
+  http.Post("/v1/completions", generation(false));
+
+  http.Post("/tokenize", [loaded, limits_for](const Request& req, Response& res) {
+    Engine* engine = loaded(res);
+    if (engine == nullptr) return;
+    try {
+      const TokenizeRequest t = parse_tokenize_request(req.body, limits_for(*engine));
+      if (engine->tokenizer() == nullptr) throw invalid_request("the served checkpoint has no tokenizer.json", "");
+      std::vector<int32_t> ids;
+      if (t.chat) {
+        ids = engine->encode_chat(t.chat->messages, t.chat->tools, t.chat->chat_template_kwargs);
+      } else {
+        ids = engine->encode(*t.prompt, t.add_special_tokens);
+      }
+      send_json(res, 200, {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", engine->max_context()}});
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    } catch (const specula::Error& e) {
+      send_error(res, invalid_request(e.what(), ""));
+    }
+  });
+
+  http.Post("/detokenize", [loaded, limits_for](const Request& req, Response& res) {
+    Engine* engine = loaded(res);
+    if (engine == nullptr) return;
+    try {
+      const std::vector<int32_t> ids = parse_detokenize_request(req.body, limits_for(*engine));
+      if (engine->tokenizer() == nullptr) throw invalid_request("the served checkpoint has no tokenizer.json", "");
+      send_json(res, 200, {{"prompt", engine->decode(ids, /*skip_special_tokens=*/false)}});
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    } catch (const specula::Error& e) {
+      send_error(res, invalid_request(e.what(), ""));
+    }
+  });
+}
+
+}  // namespace specula::server

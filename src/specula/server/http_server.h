@@ -1,0 +1,64 @@
+#pragma once
+// The OpenAI-compatible HTTP server: routes, API key, body limit, the generation queue and the
+// server lifecycle. The listener starts before the model is loaded (/health answers 503 "loading"
+// until set_engine), so clients and orchestrators can watch the load.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "specula/engine/engine.h"
+#include "specula/server/completion_job.h"
+#include "specula/server/generation_queue.h"
+#include "specula/server/metrics.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace specula::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                         // 0: any free port (see port())
+  std::string api_key;                     // empty: no authentication
+  size_t max_queue = 16;                   // requests waiting behind the running one
+  size_t max_body_bytes = 8u << 20;
+  int64_t max_tokens_default = 2048;
+  RequestLimits limits;
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(ServerOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the listening socket (throws specula::Error naming the address) and serves on a
+  // background thread.
+  void start();
+  int port() const { return port_; }
+  // The model is ready: generation endpoints start answering.
+  void set_engine(std::unique_ptr<Engine> engine);
+  // Stops accepting, cancels the running and waiting generations, joins every thread. Idempotent.
+  void stop();
+
+  Metrics& metrics() { return metrics_; }
+
+ private:
+  void install_routes();
+
+  ServerOptions options_;
+  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<Engine> engine_owner_;
+  std::atomic<Engine*> engine_{nullptr};
+  GenerationQueue queue_;
+  Metrics metrics_;
+  std::thread listener_;
+  int port_ = 0;
+  std::atomic<bool> stopped_{false};
+};
+
+}  // namespace specula::server

@@ -1,0 +1,133 @@
+// `specula bench` driven through the real binary on a tiny synthetic model and its drafter:
+// --quick --json carries every figure issue 7 asks for, with sane values; without --json the
+// markdown tables are printed; bad flags are usage errors (exit 2), bad paths runtime errors (1).
+#include <sys/wait.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cli_runner.h"
+#include <nlohmann/json.hpp>
+
+namespace specula {
+namespace {
+
+using Result = specula::test::CliResult;
+using specula::test::run_cli;
+
+const std::string kCase = std::string(SPECULA_TEST_DATA) + "/goldens/e4b-like-q4g64-mlx";
+const std::string kModelArgs = "--model " + kCase + "/model --draft " + kCase + "/drafter";
+
+bool positive_finite(const nlohmann::json& v) {
+  return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0.0;
+}
+
+// The per-thread-count figures every model reports.
+void expect_thread_figures(const nlohmann::json& t, const std::string& where) {
+  for (const char* key : {"decode_tok_per_s", "prefill_tok_per_s", "time_to_first_token_ms", "decode_ms_per_token", "decode_cpu_ms_per_token",
+                          "read_bandwidth_gb_per_s", "achieved_gb_per_s", "roofline_fraction", "decode_step_ms",
+                          "draft_step_ms", "draft_step_ratio"})
+    EXPECT_TRUE(positive_finite(t.value(key, nlohmann::json()))) << where << " " << key << " = " << t.value(key, nlohmann::json());
+  const nlohmann::json& verify = t.at("verify_cost_ratio");
+  for (int w = 2; w <= 8; ++w)
+    EXPECT_TRUE(positive_finite(verify.value(std::to_string(w), nlohmann::json()))) << where << " verify " << w;
+  for (const char* table : {"spec_speedup", "expected_speedup"})
+    for (const char* p : {"0.3", "0.5", "0.7", "0.9"})
+      for (const char* g : {"1", "2", "3", "4", "auto"})
+        EXPECT_TRUE(positive_finite(t.at(table).at(p).value(g, nlohmann::json())))
+            << where << " " << table << "[" << p << "][" << g << "]";
+  ASSERT_EQ(t.at("spec").size(), 20u) << where;
+  for (const nlohmann::json& s : t.at("spec")) {
+    EXPECT_TRUE(positive_finite(s.at("plain_tok_per_s"))) << where;
+    EXPECT_TRUE(positive_finite(s.at("ideal_speedup"))) << where;
+    const double a = s.at("acceptance_rate").get<double>();
+    EXPECT_TRUE(a >= 0.0 && a <= 1.0) << where << " acceptance " << a;
+  }
+}
+
+TEST(BenchCli, QuickJsonHasEveryFigure) {
+  const Result r = run_cli("bench " + kModelArgs + " --quick --json --threads 1,2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);  // exactly one JSON object on stdout
+  ASSERT_TRUE(j.is_object());
+  for (const char* key : {"decode_tok_per_s", "prefill_tok_per_s", "time_to_first_token_ms", "bytes_per_token",
+                          "read_bandwidth_gb_per_s", "roofline_fraction", "draft_step_ratio", "load_ms",
+                          "peak_rss_bytes"})
+    EXPECT_TRUE(positive_finite(j.value(key, nlohmann::json()))) << key << " = " << j.value(key, nlohmann::json());
+  EXPECT_EQ(j.at("threads").get<int>(), 2);  // the headline is the largest thread count
+  EXPECT_EQ(j.at("precision").get<std::string>(), "fast");
+  EXPECT_EQ(j.at("counts").at("runs").get<int>(), 1);
+  ASSERT_TRUE(j.at("verify_cost_ratio").is_object());
+  EXPECT_TRUE(positive_finite(j.at("verify_cost_ratio").value("4", nlohmann::json())));
+  EXPECT_TRUE(positive_finite(j.at("spec_speedup").at("0.7").value("auto", nlohmann::json())));
+  EXPECT_TRUE(positive_finite(j.at("spec_speedup").at("0.7").value("2", nlohmann::json())));
+
+  ASSERT_EQ(j.at("models").size(), 1u);
+  const nlohmann::json& m = j.at("models")[0];
+  EXPECT_EQ(m.at("bytes_per_token"), j.at("bytes_per_token"));
+  EXPECT_LE(m.at("bytes_per_token").get<uint64_t>(), m.at("bytes_on_disk").get<uint64_t>());
+  EXPECT_GT(m.at("drafter_bytes_on_disk").get<uint64_t>(), 0u);
+  EXPECT_GT(m.at("kv_bytes").get<uint64_t>(), 0u);
+  for (const char* t : {"1", "2"}) {
+    ASSERT_TRUE(m.at("threads").contains(t)) << t;
+    expect_thread_figures(m.at("threads").at(t), std::string("threads ") + t);
+  }
+  const nlohmann::json& bw = j.at("read_bandwidth_gb_per_s_by_threads");
+  EXPECT_TRUE(positive_finite(bw.value("1", nlohmann::json())));
+  EXPECT_TRUE(positive_finite(bw.value("2", nlohmann::json())));
+}
+
+TEST(BenchCli, MarkdownWithoutJson) {
+  const Result r = run_cli("bench " + kModelArgs + " --quick --threads 1 --precision exact --spec-tokens 6");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_FALSE(nlohmann::json::accept(r.out));
+  for (const char* text : {"precision exact", "| model | threads | load ms | TTFT ms | prefill tok/s | decode tok/s",
+                           "| threads | decode step ms | drafter step | verify 2 |", "verify 8 |",
+                           "speculative decoding at controlled acceptance", "| threads | p | plain tok/s | gamma 1 |",
+                           "| 1 | 0.7 |", "Read bandwidth measured by this run", "6 tokens each"})
+    EXPECT_NE(r.out.find(text), std::string::npos) << "missing: " << text << "\n" << r.out;
+}
+
+TEST(BenchCli, TargetOnlyHasNoSpeculativeFigures) {
+  const Result r = run_cli("bench --model " + kCase + "/model --quick --json --threads 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(positive_finite(j.at("decode_tok_per_s")));
+  EXPECT_TRUE(positive_finite(j.at("verify_cost_ratio").value("2", nlohmann::json())));
+  EXPECT_TRUE(j.at("draft_step_ratio").is_null());
+  EXPECT_TRUE(j.at("spec_speedup").empty());
+}
+
+TEST(BenchCli, BadFlagsAreUsageErrors) {
+  const std::string m = "bench " + kModelArgs + " --quick ";
+  EXPECT_EQ(run_cli(m + "--precision medium").code, 2);
+  EXPECT_EQ(run_cli(m + "--threads 0").code, 2);
+  EXPECT_EQ(run_cli(m + "--threads 1,x").code, 2);
+  EXPECT_EQ(run_cli(m + "--runs 0").code, 2);
+  EXPECT_EQ(run_cli(m + "--prompt-tokens -3").code, 2);
+  EXPECT_EQ(run_cli(m + "--no-such-flag").code, 2);
+  EXPECT_EQ(run_cli(m + "--preset e4b").code, 2);  // synthetic presets exclude --model
+  EXPECT_EQ(run_cli("bench --preset e9b --quick").code, 2);
+  const Result draft_alone = run_cli("bench --draft " + kCase + "/drafter --quick", true);
+  EXPECT_EQ(draft_alone.code, 2);
+  EXPECT_NE(draft_alone.out.find("--model"), std::string::npos) << draft_alone.out;
+}
+
+TEST(BenchCli, RuntimeErrorsNameThePath) {
+  const Result missing = run_cli("bench --model /nonexistent/specula-model --quick", true);
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.out.find("/nonexistent/specula-model"), std::string::npos) << missing.out;
+  const Result too_long = run_cli("bench --model " + kCase + "/model --quick --prompt-tokens 1000000", true);
+  EXPECT_EQ(too_long.code, 1);
+  EXPECT_NE(too_long.out.find("context"), std::string::npos) << too_long.out;
+  const Result no_drafter = run_cli("bench --model " + kCase + "/model --draft /nonexistent/specula-drafter --quick", true);
+  EXPECT_EQ(no_drafter.code, 1);
+  EXPECT_NE(no_drafter.out.find("/nonexistent/specula-drafter"), std::string::npos) << no_drafter.out;
+}
+
+}  // namespace
+}  // namespace specula

@@ -1,0 +1,141 @@
+// Fast precision (TargetOptions::precision = Fast) on every golden case: the prompt's prefill logits
+// within 3e-2 relative error (max |diff| / max |expected|) of the float64 reference; greedy tokens
+// identical to the golden ones up to the first step whose golden margin (top-1 minus top-2 logit)
+// is at most 0.1 (a near-tie fast rounding may flip; after a flip the continuations differ); and
+// speculative decoding in fast mode (drafter with gamma 1, 3 and auto, prompt lookup) equal to
+// plain fast decoding token for token, with contexts several sliding windows long.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "specula/io/config.h"
+#include "specula/kernels/isa.h"
+#include "specula/model/generate.h"
+#include "specula/model/target_model.h"
+#include "specula/spec/drafter.h"
+#include "specula/spec/speculative.h"
+#include "spec_golden_util.h"
+
+namespace specula {
+namespace {
+
+namespace fs = std::filesystem;
+using spec_test::golden_case_names;
+using spec_test::golden_root;
+
+TargetOptions fast_options() {
+  TargetOptions o;
+  o.precision = Precision::Fast;
+  return o;
+}
+
+// True when this CPU runs the fast kernels for the case's matrices (4/8-bit affine with VNNI, bf16
+// with AVX512-BF16): then fast logits must differ from exact ones, or the test is not testing them.
+bool expects_fast_kernels(const std::string& name) {
+  if (active_isa() != Isa::Avx512) return false;
+  const CpuFeatures& f = cpu_features();
+  if (name.find("q4") != std::string::npos || name.find("q8") != std::string::npos) return f.avx512vnni;
+  if (name.find("bf16") != std::string::npos) return f.avx512bf16;
+  return false;
+}
+
+class FastPrecision : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FastPrecision, LogitsWithin3e2AndGreedyTokensWhereTheMarginExceeds0p1) {
+  const fs::path dir = golden_root() / GetParam();
+  const nlohmann::json expected = read_json_file((dir / "expected.json").string());
+  const auto prompt = expected.at("prompt").get<std::vector<int32_t>>();
+  const auto want_logits = expected.at("logits").get<std::vector<std::vector<double>>>();
+  const auto want_greedy = expected.at("greedy").get<std::vector<int32_t>>();
+  const auto margins = expected.at("greedy_margins").get<std::vector<double>>();
+  ASSERT_EQ(margins.size(), want_greedy.size());
+
+  auto fast = TargetModel::load((dir / "model").string(), fast_options());
+  auto exact = TargetModel::load((dir / "model").string());
+  ThreadPool pool(2);
+  ForwardRequest all;
+  all.rows = OutputRows::All;
+  TargetCache cache = fast->new_cache();
+  const ForwardOutput out = fast->forward(cache, prompt, all, pool);
+  TargetCache exact_cache = exact->new_cache();
+  const ForwardOutput ref = exact->forward(exact_cache, prompt, all, pool);
+  ASSERT_EQ(out.rows.size(), prompt.size());
+  double max_abs = 0.0, max_diff = 0.0;
+  bool differs_from_exact = false;
+  for (size_t r = 0; r < prompt.size(); ++r) {
+    const float* got = out.logits_row(r);
+    differs_from_exact |= std::memcmp(got, ref.logits_row(r), sizeof(float) * out.vocab_size) != 0;
+    for (int64_t j = 0; j < out.vocab_size; ++j) {
+      const double want = want_logits[r][static_cast<size_t>(j)];
+      max_abs = std::max(max_abs, std::abs(want));
+      max_diff = std::max(max_diff, std::abs(static_cast<double>(got[j]) - want));
+    }
+  }
+  const double rel = max_diff / max_abs;
+  std::printf("[fast] %-24s max relative error %.3e\n", GetParam().c_str(), rel);
+  EXPECT_LT(rel, 3e-2) << GetParam();
+  if (expects_fast_kernels(GetParam())) {
+    EXPECT_TRUE(differs_from_exact) << "fast mode ran the exact kernels";
+  }
+
+  GenerateOptions g;
+  g.max_tokens = static_cast<int64_t>(want_greedy.size());
+  g.ignore_eos = true;
+  const GenerateResult res = generate_greedy(*fast, cache, prompt, g, pool);
+  ASSERT_EQ(res.tokens.size(), want_greedy.size());
+  for (size_t i = 0; i < want_greedy.size(); ++i) {
+    if (res.tokens[i] == want_greedy[i]) continue;
+    EXPECT_LE(margins[i], 0.1) << GetParam() << ": step " << i << " got " << res.tokens[i] << " want "
+                               << want_greedy[i] << " with golden margin " << margins[i];
+    break;  // the continuation is conditioned on a different token from here on
+  }
+}
+
+TEST_P(FastPrecision, SpeculativeEqualsPlainPastTheWindow) {
+  const fs::path dir = golden_root() / GetParam();
+  auto model = TargetModel::load((dir / "model").string(), fast_options());
+  const int64_t window = model->config().text.sliding_window;
+  std::vector<int32_t> prompt =
+      read_json_file((dir / "expected.json").string()).at("prompt").get<std::vector<int32_t>>();
+  while (static_cast<int64_t>(prompt.size()) < 3 * window) prompt.insert(prompt.end(), prompt.begin() + 1, prompt.end());
+  const int64_t max_tokens = std::max<int64_t>(4 * window, 32);
+  ThreadPool pool(2);
+  TargetCache cache = model->new_cache();
+  GenerateOptions g;
+  g.max_tokens = max_tokens;
+  g.ignore_eos = true;
+  const std::vector<int32_t> plain = generate_greedy(*model, cache, prompt, g, pool).tokens;
+  ASSERT_EQ(static_cast<int64_t>(plain.size()), max_tokens);
+
+  auto drafter = Drafter::load((dir / "drafter").string(), *model);
+  SpeculativeOptions o;
+  o.max_tokens = max_tokens;
+  o.ignore_eos = true;
+  for (int64_t gamma : {1, 3}) {
+    o.gamma.automatic = false;
+    o.gamma.fixed = gamma;
+    EXPECT_EQ(generate_speculative(*model, cache, drafter.get(), prompt, o, pool).tokens, plain) << "gamma " << gamma;
+  }
+  o.gamma.automatic = true;
+  EXPECT_EQ(generate_speculative(*model, cache, drafter.get(), prompt, o, pool).tokens, plain) << "gamma auto";
+  o.method = DraftMethod::Lookup;
+  o.gamma.automatic = false;
+  o.gamma.fixed = 4;
+  const SpeculativeResult lk = generate_speculative(*model, cache, nullptr, prompt, o, pool);
+  EXPECT_EQ(lk.tokens, plain) << "lookup";
+  EXPECT_GT(lk.stats.drafted, 0) << "the repeated prompt gives lookup something to propose";
+}
+
+INSTANTIATE_TEST_SUITE_P(Goldens, FastPrecision, ::testing::ValuesIn(golden_case_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return spec_test::param_name(info.param);
+                         });
+
+}  // namespace
+}  // namespace specula

@@ -1,0 +1,295 @@
+// `specula serve` end to end on loopback (httplib::Client against the real process) with a tiny
+// synthetic checkpoint carrying the Gemma 4 test tokenizer: error statuses in OpenAI's shape with
+// the server staying up, the context check, speculative == plain at temperature 0, prompt-cache
+// reuse across two turns (identical to a cold server), a full queue (429), a client disconnecting
+// mid-stream (the worker is free at once, the metrics count the cancellation), the API key, and
+// SIGTERM during a generation (exit 0).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "server_process.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using specula::test::ServerProcess;
+
+const std::string kTokenizerDir = std::string(SPECULA_TEST_DATA) + "/tokenizer-gemma4";
+
+int run(const std::string& args) {
+  const int status = std::system((std::string(SPECULA_BINARY) + " " + args + " > /dev/null 2>&1").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+class Server : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string tmpl = (fs::temp_directory_path() / "specula-server-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    ASSERT_EQ(run("synth --preset tiny-dense --vocab 262144 --tokenizer " + kTokenizerDir + " --out " + model() +
+                  " --drafter " + drafter()),
+              0);
+  }
+  // The shared server, started on first use (ctest runs each test in its own process): drafter
+  // loaded, a small context so "too long" is cheap to reach.
+  static ServerProcess& shared() {
+    if (server_ == nullptr) {
+      server_ = new ServerProcess({"--model", model(), "--draft", drafter(), "--threads", "1", "--ctx", "256",
+                                   "--max-body-bytes", "100000"});
+      EXPECT_TRUE(server_->wait_ready());
+    }
+    return *server_;
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  static std::string model() { return dir_ + "/model"; }
+  static std::string drafter() { return dir_ + "/drafter"; }
+
+  static httplib::Result post(const ServerProcess& s, const std::string& path, const std::string& body,
+                              const httplib::Headers& headers = {}) {
+    auto c = s.client();
+    return c.Post(path.c_str(), headers, body, "application/json");
+  }
+  static json post_ok(const ServerProcess& s, const std::string& path, const json& body) {
+    auto r = post(s, path, body.dump());
+    EXPECT_TRUE(r);
+    if (!r) return {};
+    EXPECT_EQ(r->status, 200) << r->body;
+    return json::parse(r->body);
+  }
+  static bool healthy(const ServerProcess& s) {
+    auto c = s.client(5);
+    auto r = c.Get("/health");
+    return r && r->status == 200;
+  }
+  static std::string metrics(const ServerProcess& s) {
+    auto c = s.client(5);
+    auto r = c.Get("/metrics");
+    return r ? r->body : std::string();
+  }
+
+  static std::string dir_;
+  static ServerProcess* server_;
+};
+
+std::string Server::dir_;
+ServerProcess* Server::server_ = nullptr;
+
+// The value of the Prometheus sample `name` (with its labels), or -1 when absent.
+double metric(const std::string& text, const std::string& name) {
+  const size_t at = text.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + name.size() + 2));
+}
+
+json chat(const std::string& user, int max_tokens) {
+  return {{"messages", json::array({{{"role", "user"}, {"content", user}}})},
+          {"max_tokens", max_tokens},
+          {"temperature", 0}};
+}
+
+TEST_F(Server, BadRequestsGetOpenAIErrorsAndTheServerStaysUp) {
+  struct Case {
+    std::string path, body;
+    int status;
+    std::string param;
+  };
+  const Case cases[] = {
+      {"/v1/chat/completions", "{\"messages\": [", 400, ""},
+      {"/v1/chat/completions", "[]", 400, ""},
+      {"/v1/chat/completions", R"({"messages": "hello"})", 400, "messages"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "temperature": "warm"})", 400,
+       "temperature"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", 400, "n"},
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": -3})", 400, "max_tokens"},
+      {"/v1/completions", R"({"prompt": [2, 999999]})", 400, "prompt[1]"},
+      {"/v1/completions", R"({"prompt": "x", "logit_bias": {"262144": 1}})", 400, "logit_bias.262144"},
+      {"/v1/completions", R"({"prompt": "x", "stop": 7})", 400, "stop"},
+      {"/v1/completions", std::string(200000, ' '), 413, ""},
+      {"/v1/nothing-here", "{}", 404, ""},
+  };
+  for (const Case& c : cases) {
+    auto r = post(shared(), c.path, c.body);
+    ASSERT_TRUE(r) << c.path;
+    EXPECT_EQ(r->status, c.status) << c.body.substr(0, 80);
+    const json e = json::parse(r->body, nullptr, false);
+    ASSERT_TRUE(e.is_object() && e.contains("error")) << r->body;
+    EXPECT_TRUE(e["error"]["message"].is_string());
+    if (!c.param.empty()) {
+      EXPECT_EQ(e["error"]["param"], c.param) << r->body;
+    }
+    EXPECT_TRUE(healthy(shared())) << "after " << c.body.substr(0, 80);
+  }
+  auto c = shared().client();
+  auto r = c.Get("/v1/unknown");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_NE(metrics(shared()).find("specula_requests_total{endpoint=\"/v1/chat/completions\",status=\"400\"}"),
+            std::string::npos);
+}
+
+TEST_F(Server, PromptLongerThanTheContextIsRefusedAndMaxTokensIsClipped) {
+  std::string words;
+  for (int i = 0; i < 300; ++i) words += "word ";
+  auto r = post(shared(), "/v1/completions", json{{"prompt", words}, {"max_tokens", 4}}.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["code"], "context_length_exceeded");
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "prompt");
+
+  // A prompt that fits with a max_tokens that does not: clipped to the context, finish "length".
+  std::string shorter;
+  for (int i = 0; i < 240; ++i) shorter += "word ";
+  const json doc = post_ok(shared(), "/v1/completions",
+                           {{"prompt", shorter}, {"max_tokens", 1000}, {"ignore_eos", true}, {"temperature", 0}});
+  const int64_t prompt = doc["usage"]["prompt_tokens"];
+  ASSERT_LT(prompt, 256);
+  EXPECT_EQ(doc["usage"]["completion_tokens"].get<int64_t>(), 256 - prompt);
+  EXPECT_EQ(doc["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(Server, SpeculativeAndPlainGiveTheSameTextAtTemperatureZero) {
+  json req = chat("Tell me a story about a fox", 24);
+  req["ignore_eos"] = true;
+  req["speculative"] = false;
+  const json plain = post_ok(shared(), "/v1/chat/completions", req);
+  req["speculative"] = true;
+  req["gamma"] = 3;
+  const json spec = post_ok(shared(), "/v1/chat/completions", req);
+  req["gamma"] = "auto";
+  const json spec_auto = post_ok(shared(), "/v1/chat/completions", req);
+  const std::string text = plain["choices"][0]["message"]["content"];
+  EXPECT_FALSE(text.empty());
+  EXPECT_EQ(spec["choices"][0]["message"]["content"], text);
+  EXPECT_EQ(spec_auto["choices"][0]["message"]["content"], text);
+  EXPECT_EQ(plain["usage"]["completion_tokens"], 24);
+  EXPECT_EQ(spec["usage"]["completion_tokens"], 24);
+  EXPECT_EQ(plain["usage"]["specula"]["drafted_tokens"], 0);
+  EXPECT_GT(spec["usage"]["specula"]["drafted_tokens"].get<int>(), 0);
+}
+
+TEST_F(Server, PromptCacheReusesTheFirstTurnAndMatchesAColdServer) {
+  json turn1 = chat("Hi, who are you?", 8);
+  const json a1 = post_ok(shared(), "/v1/chat/completions", turn1);
+  json turn2 = turn1;
+  turn2["messages"].push_back({{"role", "assistant"}, {"content", a1["choices"][0]["message"]["content"]}});
+  turn2["messages"].push_back({{"role", "user"}, {"content", "And what can you do?"}});
+  const json a2 = post_ok(shared(), "/v1/chat/completions", turn2);
+  const int64_t cached = a2["usage"]["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_GT(cached, 0);
+  EXPECT_LT(cached, a2["usage"]["prompt_tokens"].get<int64_t>());
+
+  ServerProcess cold({"--model", model(), "--draft", drafter(), "--threads", "1", "--ctx", "256", "--no-prompt-cache"});
+  ASSERT_TRUE(cold.wait_ready());
+  const json c2 = post_ok(cold, "/v1/chat/completions", turn2);
+  EXPECT_EQ(c2["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(c2["usage"]["prompt_tokens"], a2["usage"]["prompt_tokens"]);
+  EXPECT_EQ(c2["choices"][0]["message"]["content"], a2["choices"][0]["message"]["content"]);
+}
+
+TEST_F(Server, QueueFullDisconnectApiKeyAndSigterm) {
+  ServerProcess s({"--model", model(), "--threads", "1", "--max-queue", "0", "--api-key", "sekret"});
+  ASSERT_TRUE(s.wait_ready());
+  const httplib::Headers auth = {{"Authorization", "Bearer sekret"}};
+  const std::string small = json{{"prompt", "Hi"}, {"max_tokens", 2}}.dump();
+
+  // The API key: missing or wrong -> 401; /health stays public.
+  for (const httplib::Headers& h : {httplib::Headers{}, httplib::Headers{{"Authorization", "Bearer nope"}}}) {
+    auto r = post(s, "/v1/completions", small, h);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401);
+    EXPECT_EQ(json::parse(r->body)["error"]["type"], "authentication_error");
+  }
+  EXPECT_TRUE(healthy(s));
+
+  // A long stream occupies the worker; with --max-queue 0 the next request gets 429.
+  std::atomic<int> chunks{0};
+  std::atomic<bool> hang_up{false};
+  std::thread streamer([&] {
+    auto c = s.client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.headers = auth;
+    req.set_header("Content-Type", "application/json");
+    req.body = json{{"prompt", "Hello"}, {"max_tokens", 1000000}, {"ignore_eos", true}, {"stream", true}}.dump();
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      ++chunks;
+      return !hang_up.load();
+    };
+    c.send(req);
+  });
+  const auto wait_start = std::chrono::steady_clock::now();
+  while (chunks < 3 && std::chrono::steady_clock::now() - wait_start < std::chrono::seconds(30)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(chunks.load(), 3);
+  auto busy = post(s, "/v1/completions", small, auth);
+  ASSERT_TRUE(busy);
+  EXPECT_EQ(busy->status, 429);
+  EXPECT_EQ(json::parse(busy->body)["error"]["type"], "rate_limit_error");
+
+  // The client hangs up: the generation is cancelled and the next request is served at once.
+  hang_up = true;
+  streamer.join();
+  const auto t0 = std::chrono::steady_clock::now();
+  int next_status = 0;
+  for (int i = 0; i < 100 && next_status != 200; ++i) {  // allow for the hang-up to be noticed
+    auto next = post(s, "/v1/completions", small, auth);
+    next_status = next ? next->status : -1;
+    if (next_status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(next_status, 200);
+  EXPECT_LT(seconds, 3.0);
+  auto c = s.client();
+  auto m = c.Get("/metrics", auth);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(metric(m->body, "specula_requests_cancelled_total"), 1.0) << m->body;
+  // At least the refusal above (retries while the hang-up was being noticed add more).
+  EXPECT_GE(metric(m->body, "specula_requests_total{endpoint=\"/v1/completions\",status=\"429\"}"), 1.0);
+
+  // SIGTERM while a generation runs: it is cancelled, the client gets its answer, exit 0.
+  std::atomic<int> long_status{0};
+  std::string long_finish;
+  std::thread long_request([&] {
+    auto r = post(s, "/v1/completions",
+                  json{{"prompt", "Hello"}, {"max_tokens", 1000000}, {"ignore_eos", true}}.dump(), auth);
+    if (r) {
+      long_status = r->status;
+      long_finish = json::parse(r->body)["choices"][0]["finish_reason"];
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(s.signal_and_wait(SIGTERM, std::chrono::seconds(20)), 0);
+  long_request.join();
+  EXPECT_EQ(long_status.load(), 200);
+  EXPECT_EQ(long_finish, "cancelled");
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(Server, ATakenPortIsAnErrorNotASharedListener) {
+  const int port = shared().port();
+  EXPECT_EQ(run("serve --model " + model() + " --host 127.0.0.1 --port " + std::to_string(port)), 1);
+  EXPECT_TRUE(healthy(shared()));
+}
+
+}  // namespace

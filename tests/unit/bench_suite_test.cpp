@@ -1,0 +1,116 @@
+// The pieces of `specula bench` that are pure logic: medians, the expected speedup from measured
+// costs, option validation, and the synthetic-checkpoint cache (written once, reused while valid,
+// rewritten when damaged) on a tiny preset.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "specula/bench/bench_suite.h"
+#include "specula/bench/synthetic_models.h"
+#include "specula/model/target_model.h"
+#include "specula/spec/controlled_acceptance.h"
+#include "specula/spec/drafter.h"
+#include "specula/util/error.h"
+#include "specula/util/memory_bandwidth.h"
+
+namespace specula {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(BenchSuite, Median) {
+  EXPECT_DOUBLE_EQ(bench::median({3.0}), 3.0);
+  EXPECT_DOUBLE_EQ(bench::median({5.0, 1.0, 3.0}), 3.0);
+  EXPECT_DOUBLE_EQ(bench::median({4.0, 1.0, 3.0, 2.0}), 2.5);
+  EXPECT_THROW(bench::median({}), Error);
+}
+
+TEST(BenchSuite, ExpectedSpeedupFromCosts) {
+  // Free verification and drafting: the ideal speedup.
+  EXPECT_DOUBLE_EQ(expected_speedup(0.5, 1, 0.0, 1.0), ideal_speedup(0.5, 1));
+  // p = 0.7, gamma 2: (1 - 0.7^3) / 0.3 = 2.19 tokens per round costing 2 x 0.02 + 1.1.
+  EXPECT_NEAR(expected_speedup(0.7, 2, 0.02, 1.1), (1 - 0.343) / 0.3 / 1.14, 1e-12);
+  // Verification as expensive as gamma + 1 decode steps makes speculation lose.
+  EXPECT_LT(expected_speedup(0.7, 3, 0.0, 4.0), 1.0);
+  EXPECT_DOUBLE_EQ(expected_speedup(0.9, 0, 0.1, 1.0), 1.0);
+  EXPECT_THROW(expected_speedup(0.5, 2, 0.1, 0.0), Error);
+  EXPECT_THROW(expected_speedup(0.5, -1, 0.1, 1.0), Error);
+}
+
+TEST(BenchSuite, OptionValidation) {
+  bench::SuiteOptions o;
+  EXPECT_NO_THROW(o.validate());
+  EXPECT_NO_THROW(bench::SuiteOptions::quick().validate());
+  o.gammas = {"9"};  // needs verify width 10, measured up to 9
+  EXPECT_THROW(o.validate(), Error);
+  o = bench::SuiteOptions{};
+  o.acceptance = {1.5};
+  EXPECT_THROW(o.validate(), Error);
+  o = bench::SuiteOptions{};
+  o.threads = {};
+  EXPECT_THROW(o.validate(), Error);
+  o = bench::SuiteOptions{};
+  o.auto_max_gamma = 9;
+  EXPECT_THROW(o.validate(), Error);
+}
+
+TEST(BenchSuite, PeakRssIsReported) {
+  EXPECT_GT(peak_rss_bytes(), 0u);
+  reset_peak_rss();  // may be unsupported; must not throw or break the next read
+  EXPECT_GT(peak_rss_bytes(), 0u);
+}
+
+TEST(BenchSyntheticModels, WrittenOnceReusedAndRewrittenWhenDamaged) {
+  const fs::path cache = fs::temp_directory_path() / ("specula-bench-cache-test-" + std::to_string(::getpid()));
+  fs::remove_all(cache);
+  bench::SyntheticModelSpec spec;
+  spec.preset = "tiny-e4b";
+  spec.with_drafter = true;
+  std::vector<std::string> log;
+  auto logger = [&](const std::string& s) { log.push_back(s); };
+
+  const bench::SyntheticModel first = bench::ensure_synthetic_model(cache.string(), spec, logger);
+  EXPECT_TRUE(first.written);
+  EXPECT_EQ(first.model_dir, (cache / "tiny-e4b-q4g64" / "model").string());
+  auto model = TargetModel::load(first.model_dir);
+  EXPECT_NO_THROW(Drafter::load(first.drafter_dir, *model));
+  ASSERT_FALSE(log.empty());
+  EXPECT_NE(log.front().find("writing synthetic tiny-e4b-q4g64"), std::string::npos) << log.front();
+
+  const bench::SyntheticModel second = bench::ensure_synthetic_model(cache.string(), spec, logger);
+  EXPECT_FALSE(second.written);
+  EXPECT_NE(log.back().find("reusing"), std::string::npos) << log.back();
+
+  // Another quantization is another checkpoint, not a reuse.
+  bench::SyntheticModelSpec other = spec;
+  other.bits = 8;
+  EXPECT_FALSE(bench::synthetic_model_valid((cache / "tiny-e4b-q4g64").string(), other));
+
+  // A truncated weight file is detected and the checkpoint written again.
+  const fs::path weights = fs::path(first.model_dir) / "model.safetensors";
+  ASSERT_TRUE(fs::exists(weights));
+  fs::resize_file(weights, fs::file_size(weights) / 2);
+  std::string why;
+  EXPECT_FALSE(bench::synthetic_model_valid((cache / "tiny-e4b-q4g64").string(), spec, &why));
+  EXPECT_NE(why.find("model.safetensors"), std::string::npos) << why;
+  const bench::SyntheticModel third = bench::ensure_synthetic_model(cache.string(), spec, logger);
+  EXPECT_TRUE(third.written);
+  EXPECT_NO_THROW(TargetModel::load(third.model_dir));
+  // No partial directories are left behind.
+  for (const auto& e : fs::directory_iterator(cache)) EXPECT_EQ(e.path().filename().string().find(".tiny"), std::string::npos);
+  fs::remove_all(cache);
+}
+
+TEST(BenchSyntheticModels, UnwritableCacheIsAnError) {
+  bench::SyntheticModelSpec spec;
+  spec.preset = "tiny-e4b";
+  EXPECT_THROW(bench::ensure_synthetic_model("/proc/specula-no-such-dir", spec, [](const std::string&) {}), Error);
+}
+
+}  // namespace
+}  // namespace specula
