@@ -56,6 +56,12 @@ struct Drafter::Workspace {
 
 namespace {
 
+// The drafter always runs one row. There the exact kernel is faster than the fast bf16 kernel
+// (two bf16 terms per activation), so bf16 matrices stay exact; quantized ones use `precision`.
+Precision step_precision(const WeightMatrix& w, Precision precision) {
+  return w.format == WeightFormat::BF16 ? Precision::Exact : precision;
+}
+
 std::vector<float> vector_of(const TensorView* t, int64_t length, const std::string& what) {
   if (t == nullptr) fail("drafter tensor {} is missing", what);
   std::vector<float> v = tensor_to_f32(*t);
@@ -224,7 +230,7 @@ DraftStep Drafter::step(int32_t token, const float* g, const TargetCache& cache,
   std::memcpy(ws.concat.data() + Hb, g, sizeof(float) * static_cast<size_t>(Hb));
   ws.x.resize(static_cast<size_t>(h));
   float* x = ws.x.data();
-  matmul(ws.concat.data(), 1, pre_projection_, x, pool, precision);
+  matmul(ws.concat.data(), 1, pre_projection_, x, pool, step_precision(pre_projection_, precision));
 
   ws.normed.resize(static_cast<size_t>(h));
   ws.branch.resize(static_cast<size_t>(h));
@@ -236,7 +242,7 @@ DraftStep Drafter::step(int32_t token, const float* g, const TargetCache& cache,
 
     rms_norm(x, 1, h, h, L.input_layernorm.data(), eps_, ws.normed.data(), h);
     ws.q.resize(static_cast<size_t>(heads * D));
-    matmul(ws.normed.data(), 1, L.q_proj, ws.q.data(), pool, precision);
+    matmul(ws.normed.data(), 1, L.q_proj, ws.q.data(), pool, step_precision(L.q_proj, precision));
     rms_norm_inplace(ws.q.data(), heads, D, L.q_norm.data(), eps_);
     const int64_t pairs = L.rope.rotated_pairs();
     ws.cos.resize(static_cast<size_t>(std::max<int64_t>(pairs, 1)));
@@ -246,7 +252,7 @@ DraftStep Drafter::step(int32_t token, const float* g, const TargetCache& cache,
 
     ws.attn.resize(static_cast<size_t>(heads * D));
     attention_key_range(ws.q.data(), heads, kv.view(), kv.view_begin(), offset, L.scale, ws.attn.data(), pool);
-    matmul(ws.attn.data(), 1, L.o_proj, ws.branch.data(), pool, precision);
+    matmul(ws.attn.data(), 1, L.o_proj, ws.branch.data(), pool, step_precision(L.o_proj, precision));
     rms_norm_inplace(ws.branch.data(), 1, h, L.post_attention_layernorm.data(), eps_);
     for (int64_t i = 0; i < h; ++i) x[i] += ws.branch[static_cast<size_t>(i)];
 
@@ -254,16 +260,16 @@ DraftStep Drafter::step(int32_t token, const float* g, const TargetCache& cache,
     const int64_t I = L.gate_proj.rows;
     ws.gate.resize(static_cast<size_t>(I));
     ws.up.resize(static_cast<size_t>(I));
-    matmul(ws.normed.data(), 1, L.gate_proj, ws.gate.data(), pool, precision);
-    matmul(ws.normed.data(), 1, L.up_proj, ws.up.data(), pool, precision);
+    matmul(ws.normed.data(), 1, L.gate_proj, ws.gate.data(), pool, step_precision(L.gate_proj, precision));
+    matmul(ws.normed.data(), 1, L.up_proj, ws.up.data(), pool, step_precision(L.up_proj, precision));
     gelu_tanh_mul(ws.gate.data(), ws.up.data(), ws.gate.data(), I);
-    matmul(ws.gate.data(), 1, L.down_proj, ws.branch.data(), pool, precision);
+    matmul(ws.gate.data(), 1, L.down_proj, ws.branch.data(), pool, step_precision(L.down_proj, precision));
     rms_norm_inplace(ws.branch.data(), 1, h, L.post_feedforward_layernorm.data(), eps_);
     for (int64_t i = 0; i < h; ++i) x[i] = (x[i] + ws.branch[static_cast<size_t>(i)]) * L.layer_scalar;
   }
   rms_norm_inplace(x, 1, h, final_norm_.data(), eps_);
   out.post_projection.resize(static_cast<size_t>(Hb));
-  matmul(x, 1, post_projection_, out.post_projection.data(), pool, precision);
+  matmul(x, 1, post_projection_, out.post_projection.data(), pool, step_precision(post_projection_, precision));
   head(x, out, pool);
   return out;
 }
@@ -274,7 +280,7 @@ void Drafter::head(const float* x, DraftStep& out, ThreadPool& pool) const {
   if (!checkpoint_->centroid_head) {
     // Dense tied head: one logit per vocabulary id.
     out.candidate_scores.resize(static_cast<size_t>(vocab_));
-    matmul(x, 1, embed_tokens_, out.candidate_scores.data(), pool, precision);
+    matmul(x, 1, embed_tokens_, out.candidate_scores.data(), pool, step_precision(embed_tokens_, precision));
     out.candidate_ids.resize(static_cast<size_t>(vocab_));
     for (int64_t i = 0; i < vocab_; ++i) out.candidate_ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
     out.token = static_cast<int32_t>(argmax(out.candidate_scores.data(), vocab_));
@@ -282,7 +288,7 @@ void Drafter::head(const float* x, DraftStep& out, ThreadPool& pool) const {
   }
   // Centroid head: score the clusters, keep the best top_clusters_, score their tokens only.
   ws.centroid_scores.resize(static_cast<size_t>(clusters_));
-  matmul(x, 1, centroids_, ws.centroid_scores.data(), pool, precision);
+  matmul(x, 1, centroids_, ws.centroid_scores.data(), pool, step_precision(centroids_, precision));
   ws.top.resize(static_cast<size_t>(top_clusters_));
   top_k(ws.centroid_scores.data(), clusters_, top_clusters_, ws.top.data());
   const int64_t n = top_clusters_ * cluster_size_;
@@ -292,7 +298,7 @@ void Drafter::head(const float* x, DraftStep& out, ThreadPool& pool) const {
                 token_ordering_.data() + ws.top[static_cast<size_t>(c)] * cluster_size_,
                 sizeof(int32_t) * static_cast<size_t>(cluster_size_));
   WeightMatrix rows;
-  if (precision == Precision::Fast && fast_matmul_supported(embed_tokens_)) {
+  if (step_precision(embed_tokens_, precision) == Precision::Fast && fast_matmul_supported(embed_tokens_)) {
     // The candidate rows in their stored format, so the fast kernel scores them.
     rows = gather_stored_rows(embed_tokens_, out.candidate_ids.data(), n, ws.raw_rows, ws.raw_scales, ws.raw_biases);
   } else {
@@ -304,7 +310,7 @@ void Drafter::head(const float* x, DraftStep& out, ThreadPool& pool) const {
     rows.data = ws.gathered.data();
   }
   out.candidate_scores.resize(static_cast<size_t>(n));
-  matmul(x, 1, rows, out.candidate_scores.data(), pool, precision);
+  matmul(x, 1, rows, out.candidate_scores.data(), pool, step_precision(rows, precision));
   // Best score, lowest vocabulary id among equal maxima (= argmax of the scattered logits).
   int64_t best = -1;
   for (int64_t i = 0; i < n; ++i) {
