@@ -22,7 +22,9 @@ int64_t settle(AutoGamma& p, int rounds, double accept_fraction, double d, doubl
 
 TEST(SpecGammaPolicy, DraftsLongWhenAcceptanceIsHighAndDraftingIsCheap) {
   AutoGamma p(8);
-  EXPECT_GE(p.choose(), 1);  // nothing measured: start drafting
+  EXPECT_EQ(p.choose(), 0);  // nothing measured: one plain round measures the one-row cost
+  p.record(0, 0, 0.0, 10.0);
+  EXPECT_GE(p.choose(), 1);  // then drafting, to measure the drafter
   EXPECT_GE(settle(p, 40, 1.0, 0.05, 10.0, 0.05), 5);
   EXPECT_GT(p.acceptance(), 0.9);
 }
@@ -48,6 +50,14 @@ TEST(SpecGammaPolicy, ProbesAgainAfterARunOfPlainRounds) {
     p.record(g, 0, 5.0 * static_cast<double>(g), 10.0 * (1.0 + 0.3 * static_cast<double>(g)));
   }
   EXPECT_TRUE(probed);
+}
+
+// Verify costs that grow steeply with the rows (compute-bound kernels, as on CPUs today): at low
+// acceptance drafting loses, and the policy must learn that from the measured widths rather than
+// assume cheap extra rows.
+TEST(SpecGammaPolicy, SteepVerifyCostsAndLowAcceptanceMeanPlainDecoding) {
+  AutoGamma p(8);
+  EXPECT_EQ(settle(p, 30, 0.3, 0.2, 10.0, 0.7), 0);
 }
 
 TEST(SpecGammaPolicy, RejectsImpossibleRounds) {

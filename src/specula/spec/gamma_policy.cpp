@@ -25,13 +25,24 @@ double AutoGamma::acceptance() const { return successes_ / (successes_ + failure
 
 double AutoGamma::verify_cost(int64_t width) const {
   if (verify_ms_[static_cast<size_t>(width)] >= 0) return verify_ms_[static_cast<size_t>(width)];
-  // Nearest measured width, scaled by the linear width model.
-  int64_t best = -1;
-  for (int64_t w = 1; w < static_cast<int64_t>(verify_ms_.size()); ++w)
-    if (verify_ms_[static_cast<size_t>(w)] >= 0 && (best < 0 || std::abs(w - width) < std::abs(best - width))) best = w;
-  if (best < 0) return -1.0;
-  return verify_ms_[static_cast<size_t>(best)] * (1.0 + kWidthSlope * static_cast<double>(width - 1)) /
-         (1.0 + kWidthSlope * static_cast<double>(best - 1));
+  // The two measured widths nearest to `width`: a line through them (verify cost grows about
+  // linearly with the rows once they are compute-bound); with one, the fixed width model.
+  int64_t a = -1, b = -1;
+  for (int64_t w = 1; w < static_cast<int64_t>(verify_ms_.size()); ++w) {
+    if (verify_ms_[static_cast<size_t>(w)] < 0) continue;
+    if (a < 0 || std::abs(w - width) < std::abs(a - width)) {
+      b = a;
+      a = w;
+    } else if (b < 0 || std::abs(w - width) < std::abs(b - width)) {
+      b = w;
+    }
+  }
+  if (a < 0) return -1.0;
+  const double va = verify_ms_[static_cast<size_t>(a)];
+  if (b < 0)
+    return va * (1.0 + kWidthSlope * static_cast<double>(width - 1)) / (1.0 + kWidthSlope * static_cast<double>(a - 1));
+  const double slope = std::max(0.0, (verify_ms_[static_cast<size_t>(b)] - va) / static_cast<double>(b - a));
+  return std::max(1e-9, va + slope * static_cast<double>(width - a));
 }
 
 double AutoGamma::expected_rate(int64_t gamma) const {
@@ -44,8 +55,10 @@ double AutoGamma::expected_rate(int64_t gamma) const {
 }
 
 int64_t AutoGamma::choose() {
-  // Nothing measured yet: start drafting (gamma 0 would never measure the drafter).
-  if (draft_ms_ < 0 || verify_cost(1) < 0) return max_gamma_ >= 1 ? std::max<int64_t>(initial_gamma_, 1) : 0;
+  // First a plain round (it costs nothing over plain decoding and measures the one-row cost the
+  // others are compared with), then a drafting round (gamma 0 would never measure the drafter).
+  if (verify_ms_[1] < 0) return 0;
+  if (draft_ms_ < 0) return max_gamma_ >= 1 ? std::max<int64_t>(initial_gamma_, 1) : 0;
   if (zero_run_ >= kProbeAfterZeros && max_gamma_ >= 1) {
     zero_run_ = 0;
     return 1;

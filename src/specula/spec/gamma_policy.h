@@ -6,7 +6,8 @@
 // independently, as a prefix). a is estimated from the rounds so far (each round observes its
 // matching prefix: `accepted` successes, plus one failure when it stopped short of gamma) with a
 // weak prior of one success and one failure. Costs are exponential moving averages of measured
-// times; an unmeasured verify width is extrapolated from a measured one. gamma 0 is plain
+// times; an unmeasured verify width is read off the line through the two nearest measured widths
+// (one plain round comes first, so width 1 is always measured). gamma 0 is plain
 // decoding; after a run of gamma-0 rounds the policy probes gamma 1 once so a changed
 // acceptance can still be noticed.
 #include <cstdint>
