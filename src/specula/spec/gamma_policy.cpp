@@ -10,7 +10,8 @@ namespace specula {
 namespace {
 constexpr double kEma = 0.3;             // weight of the newest measurement
 constexpr double kWidthSlope = 0.1;      // extra verify cost per extra row, relative to one row
-constexpr int64_t kProbeAfterZeros = 8;  // gamma-0 rounds before one gamma-1 probe
+constexpr int64_t kProbeAfterZeros = 8;     // gamma-0 rounds before one gamma-1 probe ...
+constexpr int64_t kMaxProbeInterval = 64;   // ... doubling after each probe that found nothing
 
 double ema(double old, double value) { return old < 0 ? value : old + kEma * (value - old); }
 }  // namespace
@@ -59,8 +60,9 @@ int64_t AutoGamma::choose() {
   // others are compared with), then a drafting round (gamma 0 would never measure the drafter).
   if (verify_ms_[1] < 0) return 0;
   if (draft_ms_ < 0) return max_gamma_ >= 1 ? std::max<int64_t>(initial_gamma_, 1) : 0;
-  if (zero_run_ >= kProbeAfterZeros && max_gamma_ >= 1) {
+  if (zero_run_ >= probe_interval_ && max_gamma_ >= 1) {
     zero_run_ = 0;
+    probing_ = true;
     return 1;
   }
   int64_t best = 0;
@@ -81,6 +83,10 @@ void AutoGamma::record(int64_t gamma, int64_t accepted, double draft_ms, double 
     fail("auto gamma: invalid round (gamma {}, accepted {}, max gamma {})", gamma, accepted, max_gamma_);
   auto& v = verify_ms_[static_cast<size_t>(gamma + 1)];
   v = ema(v, verify_ms);
+  if (probing_) {  // a probe that found nothing waits twice as long before the next one
+    probing_ = false;
+    probe_interval_ = accepted > 0 ? kProbeAfterZeros : std::min(2 * probe_interval_, kMaxProbeInterval);
+  }
   if (gamma > 0) {
     draft_ms_ = ema(draft_ms_, draft_ms / static_cast<double>(gamma));
     successes_ += static_cast<double>(accepted);

@@ -9,7 +9,7 @@
 // times; an unmeasured verify width is read off the line through the two nearest measured widths
 // (one plain round comes first, so width 1 is always measured). gamma 0 is plain
 // decoding; after a run of gamma-0 rounds the policy probes gamma 1 once so a changed
-// acceptance can still be noticed.
+// acceptance can still be noticed (the run doubles, up to 64, after each probe that found nothing).
 #include <cstdint>
 #include <vector>
 
@@ -37,6 +37,8 @@ class AutoGamma {
   double draft_ms_ = -1.0;               // per draft step
   std::vector<double> verify_ms_;        // by width (index = gamma + 1); < 0 = unmeasured
   int64_t zero_run_ = 0;
+  int64_t probe_interval_ = 8;  // gamma-0 rounds before the next probe
+  bool probing_ = false;        // the last choice was a probe
 };
 
 }  // namespace specula
