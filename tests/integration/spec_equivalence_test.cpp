@@ -95,6 +95,38 @@ TEST_P(SpecEquivalence, GreedyEqualsPlainForGamma1To8PastTheWindow) {
   EXPECT_GT(lk.stats.drafted, 0) << "the repeated prompt gives lookup something to propose";
 }
 
+// Sampled tokens depend on the gamma sequence, so with sampling `auto` must choose gamma from
+// acceptance alone: the same seed gives the same rounds and tokens whatever the timings (here: 1 vs
+// 2 threads, a busy or idle machine).
+TEST(SpecSamplingSeed, AutoGammaReproducesWhateverTheTimings) {
+  const std::string name = golden_case_names().front();
+  const auto dir = golden_root() / name;
+  auto model = TargetModel::load((dir / "model").string());
+  auto drafter = Drafter::load((dir / "drafter").string(), *model);
+  const std::vector<int32_t> prompt = golden_prompt(name);
+  SpeculativeOptions o;
+  o.max_tokens = 40;
+  o.ignore_eos = true;
+  o.gamma.automatic = true;
+  o.trace = true;
+  o.sampling.temperature = 1.0;
+  o.sampling.seed = 1234;
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<int64_t>> gammas;
+  for (int threads : {1, 2, 1}) {
+    ThreadPool pool(threads);
+    TargetCache cache = model->new_cache();
+    const SpeculativeResult r = generate_speculative(*model, cache, drafter.get(), prompt, o, pool);
+    tokens.push_back(r.tokens);
+    gammas.emplace_back();
+    for (const SpecRound& round : r.rounds) gammas.back().push_back(static_cast<int64_t>(round.drafts.size()));
+  }
+  EXPECT_EQ(tokens[0], tokens[1]);
+  EXPECT_EQ(tokens[0], tokens[2]);
+  EXPECT_EQ(gammas[0], gammas[1]);
+  EXPECT_EQ(gammas[0], gammas[2]);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllCases, SpecEquivalence, ::testing::ValuesIn(golden_case_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return spec_test::param_name(info.param);

@@ -71,8 +71,8 @@ struct GenerationRequest {
   SamplingParams sampling;               // resolved (engine.default_sampling() + overrides)
   std::vector<std::string> stop;         // stop strings (matched on the text, held back)
   bool speculative = true;               // false: plain decoding even when a draft source is loaded
-  // Default: the engine's. Seeded sampling reproduces for plain decoding and a fixed gamma; "auto"
-  // picks draft lengths from measured timings, so its draws (lossless in distribution) can vary.
+  // Default: the engine's. Seeded sampling reproduces with any gamma ("auto" with sampling chooses
+  // from acceptance alone, spec/gamma_choice.h).
   std::optional<GammaChoice> gamma;
   int top_logprobs = -1;                 // -1: no logprobs; 0..20: the chosen token's + that many
   bool skip_special_tokens = true;       // in the streamed text

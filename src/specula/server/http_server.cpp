@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <ctime>
@@ -17,6 +18,19 @@
 namespace specula::server {
 
 namespace {
+
+// Compares the Authorization header with the expected one in time that depends only on their
+// lengths, not on where they first differ (no timing oracle for the key).
+bool same_secret(const std::string& given, const std::string& expected) {
+  unsigned diff = given.size() == expected.size() ? 0u : 1u;
+  for (size_t i = 0; i < given.size(); ++i)
+    diff |= static_cast<unsigned char>(given[i]) ^ static_cast<unsigned char>(expected[i % std::max<size_t>(expected.size(), 1)]);
+  return diff == 0;
+}
+
+// A client that sends half a request, or stops reading a response, frees its thread after this.
+constexpr time_t kReadTimeoutSeconds = 30;
+constexpr time_t kWriteTimeoutSeconds = 30;
 
 using Clock = std::chrono::steady_clock;
 using httplib::Request;
@@ -118,6 +132,8 @@ void HttpServer::install_routes() {
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   http.set_keep_alive_timeout(2);
+  http.set_read_timeout(kReadTimeoutSeconds, 0);
+  http.set_write_timeout(kWriteTimeoutSeconds, 0);
 
   http.set_logger([this](const Request& req, const Response& res) {
     metrics_.count_request(endpoint_label(req.path), res.status);
@@ -125,7 +141,7 @@ void HttpServer::install_routes() {
 
   http.set_pre_routing_handler([this](const Request& req, Response& res) {
     if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") != "Bearer " + options_.api_key) {
+    if (!same_secret(req.get_header_value("Authorization"), "Bearer " + options_.api_key)) {
       send_error(res, ApiError(401, "authentication_error",
                                "missing or invalid API key: send the header 'Authorization: Bearer <key>'", "",
                                "invalid_api_key"));
