@@ -16,6 +16,7 @@
 #include "specula/kernels/quant.h"
 #include "specula/util/error.h"
 #include "specula/util/half.h"
+#include "random_weights.h"
 
 namespace specula {
 namespace {
@@ -53,54 +54,10 @@ std::vector<Spec> fast_formats() {
   return out;
 }
 
-struct Weights {
-  std::vector<uint8_t> data, scales, biases;
-  WeightMatrix w;
-};
-
-void store(float v, DType t, std::vector<uint8_t>& out, size_t i) {
-  if (t == DType::F32) {
-    std::memcpy(out.data() + 4 * i, &v, 4);
-  } else {
-    const uint16_t h = t == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
-    std::memcpy(out.data() + 2 * i, &h, 2);
-  }
-}
+using Weights = test::RandomWeights;
 
 Weights make_weights(const Spec& spec, int64_t rows, int64_t cols, std::mt19937& rng) {
-  Weights r;
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  r.w.format = spec.format;
-  r.w.rows = rows;
-  r.w.cols = cols;
-  if (spec.format != WeightFormat::Affine) {
-    r.data.resize(static_cast<size_t>(rows * cols) * dtype_size(spec.sd));
-    for (int64_t i = 0; i < rows * cols; ++i) store(uni(rng), spec.sd, r.data, i);
-    r.w.data = r.data.data();
-    return r;
-  }
-  const int64_t words = cols * spec.bits / 32;
-  r.data.resize(static_cast<size_t>(rows * words) * 4);
-  std::vector<uint8_t> codes(cols);
-  for (int64_t n = 0; n < rows; ++n) {
-    for (auto& c : codes) c = static_cast<uint8_t>(rng() & ((1u << spec.bits) - 1u));
-    pack_codes(codes, spec.bits,
-               std::span<uint32_t>(reinterpret_cast<uint32_t*>(r.data.data()) + n * words, words));
-  }
-  const int64_t count = rows * (cols / spec.gs);
-  r.scales.resize(static_cast<size_t>(count) * dtype_size(spec.sd));
-  r.biases.resize(static_cast<size_t>(count) * dtype_size(spec.sd));
-  for (int64_t i = 0; i < count; ++i) {
-    store(0.2f * uni(rng), spec.sd, r.scales, i);
-    store(uni(rng), spec.sd, r.biases, i);
-  }
-  r.w.bits = spec.bits;
-  r.w.group_size = spec.gs;
-  r.w.scale_dtype = spec.sd;
-  r.w.data = r.data.data();
-  r.w.scales = r.scales.data();
-  r.w.biases = r.biases.data();
-  return r;
+  return test::random_weights(spec.format, spec.bits, spec.gs, spec.sd, rows, cols, rng);
 }
 
 // Activations with a spread of magnitudes per row (as hidden states have), one all-zero group.

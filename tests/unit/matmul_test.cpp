@@ -15,6 +15,7 @@
 #include "specula/kernels/quant.h"
 #include "specula/util/error.h"
 #include "specula/util/half.h"
+#include "random_weights.h"
 
 namespace specula {
 namespace {
@@ -38,13 +39,10 @@ std::vector<Isa> available_isas() {
 }
 
 // A weight matrix with owned storage.
-struct Weights {
+struct Weights : test::RandomWeights {
   WeightFormat format = WeightFormat::F32;
   int bits = 0, gs = 0;
   DType sd = DType::BF16;
-  std::vector<uint8_t> data;
-  std::vector<uint8_t> scales, biases;
-  WeightMatrix w;
   std::string name() const {
     switch (format) {
       case WeightFormat::F32: return "f32";
@@ -75,53 +73,13 @@ std::vector<FormatSpec> all_formats() {
   return out;
 }
 
-void store_value(float v, DType t, std::vector<uint8_t>& out, size_t i) {
-  if (t == DType::F32) {
-    std::memcpy(out.data() + 4 * i, &v, 4);
-  } else {
-    const uint16_t h = t == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
-    std::memcpy(out.data() + 2 * i, &h, 2);
-  }
-}
-
 Weights make_weights(const FormatSpec& spec, int64_t rows, int64_t cols, std::mt19937& rng) {
   Weights r;
   r.format = spec.format;
   r.bits = spec.bits;
   r.gs = spec.gs;
   r.sd = spec.sd;
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  r.w.format = spec.format;
-  r.w.rows = rows;
-  r.w.cols = cols;
-  if (spec.format != WeightFormat::Affine) {
-    r.data.resize(static_cast<size_t>(rows * cols) * dtype_size(spec.sd));
-    for (int64_t i = 0; i < rows * cols; ++i) store_value(uni(rng), spec.sd, r.data, i);
-    r.w.data = r.data.data();
-    return r;
-  }
-  const int64_t words_per_row = cols * spec.bits / 32;
-  r.data.resize(static_cast<size_t>(rows * words_per_row) * 4);
-  std::vector<uint8_t> codes(cols);
-  for (int64_t n = 0; n < rows; ++n) {
-    for (auto& c : codes) c = static_cast<uint8_t>(rng() & ((1u << spec.bits) - 1u));
-    pack_codes(codes, spec.bits,
-               std::span<uint32_t>(reinterpret_cast<uint32_t*>(r.data.data()) + n * words_per_row,
-                                   words_per_row));
-  }
-  const int64_t count = rows * (cols / spec.gs);
-  r.scales.resize(static_cast<size_t>(count) * dtype_size(spec.sd));
-  r.biases.resize(static_cast<size_t>(count) * dtype_size(spec.sd));
-  for (int64_t i = 0; i < count; ++i) {
-    store_value(0.2f * uni(rng), spec.sd, r.scales, i);  // both signs, as MLX produces
-    store_value(uni(rng), spec.sd, r.biases, i);
-  }
-  r.w.bits = spec.bits;
-  r.w.group_size = spec.gs;
-  r.w.scale_dtype = spec.sd;
-  r.w.data = r.data.data();
-  r.w.scales = r.scales.data();
-  r.w.biases = r.biases.data();
+  static_cast<test::RandomWeights&>(r) = test::random_weights(spec.format, spec.bits, spec.gs, spec.sd, rows, cols, rng);
   return r;
 }
 
