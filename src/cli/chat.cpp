@@ -195,8 +195,8 @@ int run_chat(const ChatArgs& a) {
   uint64_t turn = 0;
   std::string line;
   for (;;) {
+    g_interrupted = 0;  // before the prompt appears: a Ctrl-C typed once it shows must count
     if (interactive) write_out("> ");
-    g_interrupted = 0;
     const ReadStatus status = read_line(line);
     if (status != ReadStatus::Line) {
       if (interactive) write_out("\n");
