@@ -10,6 +10,7 @@
 //   --benchmark_filter='BM_QuantMatmul/K:2560/N:262144'   (one shape)
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -18,6 +19,7 @@
 
 #include "specula/kernels/isa.h"
 #include "specula/kernels/matmul.h"
+#include "specula/kernels/packed_affine.h"
 #include "specula/util/half.h"
 
 namespace specula {
@@ -25,12 +27,20 @@ namespace {
 
 constexpr uint64_t kWorkingSet = 192ull << 20;  // well above any L3 on the test machines
 
+// SPECULA_BENCH_WORKING_SET_MB overrides it: a working set that fits in cache measures what the
+// kernels compute per second when memory is not the limit.
+uint64_t working_set() {
+  const char* mb = std::getenv("SPECULA_BENCH_WORKING_SET_MB");
+  return mb != nullptr && std::atoll(mb) > 0 ? static_cast<uint64_t>(std::atoll(mb)) << 20 : kWorkingSet;
+}
+
 // Distinct copies of one [N, K] affine (group 64, bf16 scales) or bf16 (bits = 16) weight, laid
 // out back to back.
 struct WeightCopies {
   std::vector<uint8_t> codes;
   std::vector<uint16_t> scales_biases;
   std::vector<WeightMatrix> copies;
+  PackedBuffer packed;  // the affine copies in the fast kernels' layout, as a loaded model holds them
 };
 
 const WeightCopies& weight_copies(int64_t n, int64_t k, int bits) {
@@ -52,7 +62,7 @@ const WeightCopies& weight_copies(int64_t n, int64_t k, int bits) {
   proto.group_size = dense ? 0 : gs;
   proto.scale_dtype = DType::BF16;
   const uint64_t per_copy = proto.bytes();
-  const int64_t count = static_cast<int64_t>((kWorkingSet + per_copy - 1) / per_copy);
+  const int64_t count = static_cast<int64_t>((working_set() + per_copy - 1) / per_copy);
   const int64_t code_bytes = n * proto.row_bytes();
   const int64_t sb = dense ? 0 : n * (k / gs);
   wc.codes.resize(static_cast<size_t>(count * code_bytes));
@@ -80,6 +90,9 @@ const WeightCopies& weight_copies(int64_t n, int64_t k, int bits) {
     }
     wc.copies.push_back(w);
   }
+  std::vector<WeightMatrix*> all;
+  for (WeightMatrix& w : wc.copies) all.push_back(&w);
+  wc.packed = pack_matrices(all, ThreadPool::global());
   return wc;
 }
 

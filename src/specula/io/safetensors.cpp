@@ -370,6 +370,12 @@ uint64_t TensorStore::total_bytes() const {
   return total;
 }
 
+void TensorStore::release_pages(const void* p, size_t n) const {
+  for (const auto& f : files_) {
+    if (f->mapping().contains(p, n)) return f->mapping().release(p, n);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Writing
 

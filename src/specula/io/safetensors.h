@@ -48,6 +48,7 @@ class SafetensorsFile {
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const TensorView* find(const std::string& name) const;  // nullptr if absent
   size_t file_size() const { return file_.size(); }
+  const MappedFile& mapping() const { return file_; }
 
  private:
   MappedFile file_;
@@ -75,6 +76,9 @@ class TensorStore {
   const std::string& dir() const { return dir_; }
   uint64_t total_bytes() const;  // sum of file sizes
   size_t size() const { return index_.size(); }
+  // Drops this process's resident pages of [p, p+n) if the range lies in one of the store's
+  // files (MappedFile::release); a no-op otherwise.
+  void release_pages(const void* p, size_t n) const;
 
  private:
   std::string dir_;

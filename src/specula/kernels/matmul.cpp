@@ -5,6 +5,7 @@
 
 #include "specula/kernels/isa.h"
 #include "specula/kernels/matmul_kernels.h"
+#include "specula/kernels/packed_affine.h"
 #include "specula/kernels/quant.h"
 #include "specula/util/error.h"
 
@@ -60,13 +61,16 @@ void validate(int64_t m, int64_t ldx, const WeightMatrix& w, int64_t ldy) {
 
 #if defined(SPECULA_X86)
 // Fast precision (kernels in matmul_fast_avx512.cpp): quantize or round X once per call, then the
-// W rows split over the threads as in the exact kernels.
+// W rows (affine: packed blocks of 16) split over the threads as in the exact kernels. An affine
+// matrix without a packed copy is packed here per call: the same bytes as a pre-packed one, only
+// slower (models pack theirs once at load; see kernels/packed_affine.h).
 void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
                  ThreadPool& pool) {
   // Scratch lives in the calling thread and is reused across calls (decode issues many).
-  thread_local std::vector<int16_t> xq, natural;
-  thread_local std::vector<float> xs, group_scales, group_sums;
+  thread_local std::vector<int16_t> xq;
+  thread_local std::vector<float> group_scales, group_sums;
   thread_local std::vector<uint16_t> xb;
+  thread_local std::vector<uint8_t> packed;
   detail::FastJob job;
   job.x = x;
   job.m = m;
@@ -74,40 +78,41 @@ void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, 
   job.w = &w;
   job.y = y;
   job.ldy = ldy;
-  const int workers = pool.size();
+  const int64_t blocks = (w.rows + kPackedRows - 1) / kPackedRows;
   if (w.format == WeightFormat::BF16) {
     job.ldb = (w.cols + 31) / 32 * 32;
     xb.resize(static_cast<size_t>(2 * m * job.ldb));
     job.xb = xb.data();
   } else {
     job.groups = w.groups_per_row();
-    job.groups_padded = detail::padded_groups(w);
-    job.block_codes = w.bits == 4 ? 128 : 64;
-    job.blocks = (w.cols + job.block_codes - 1) / job.block_codes;
-    job.ldq = job.blocks * job.block_codes;
-    xq.resize(static_cast<size_t>(m * job.ldq));
-    natural.resize(static_cast<size_t>(workers * job.ldq));
-    xs.resize(static_cast<size_t>(m * job.blocks * 16));
-    group_scales.assign(static_cast<size_t>(m * job.groups_padded), 0.0f);
-    group_sums.assign(static_cast<size_t>(m * job.groups_padded), 0.0f);
+    job.group_bytes = packed_group_bytes(w);
+    xq.resize(static_cast<size_t>(m * w.cols));
+    group_scales.resize(static_cast<size_t>(m * job.groups));
+    group_sums.resize(static_cast<size_t>(m * job.groups));
     job.xq = xq.data();
-    job.worker_natural = natural.data();
-    job.xs = xs.data();
     job.x_group_scales = group_scales.data();
     job.x_group_sums = group_sums.data();
+    job.packed = w.packed;
+    if (job.packed == nullptr) {
+      packed.resize(static_cast<size_t>(packed_bytes(w)));
+      uint8_t* out = packed.data();
+      pool.parallel_for(blocks, 1, [&](int, int64_t b0, int64_t b1) { pack_affine_blocks(w, b0, b1, out); });
+      job.packed = out;
+    }
   }
   // Each X row is prepared on its own, so splitting the rows over threads changes no byte; a
   // handful of decode rows is not worth the cross-core handoff.
-  if (m >= detail::kMatmulRowBlock && workers > 1) {
-    pool.parallel_for(m, 1, [&](int worker, int64_t r0, int64_t r1) {
-      detail::matmul_fast_avx512_prepare(job, worker, r0, r1);
-    });
+  if (m >= detail::kMatmulRowBlock && pool.size() > 1) {
+    pool.parallel_for(m, 1, [&](int, int64_t r0, int64_t r1) { detail::matmul_fast_avx512_prepare(job, r0, r1); });
   } else {
-    detail::matmul_fast_avx512_prepare(job, 0, 0, m);
+    detail::matmul_fast_avx512_prepare(job, 0, m);
   }
-  pool.parallel_for(w.rows, detail::kMatmulGrain, [&](int worker, int64_t n0, int64_t n1) {
-    detail::matmul_fast_avx512_rows(job, worker, n0, n1);
-  });
+  if (w.format == WeightFormat::BF16) {
+    pool.parallel_for(w.rows, detail::kMatmulGrain,
+                      [&](int, int64_t n0, int64_t n1) { detail::matmul_fast_avx512_rows(job, n0, n1); });
+  } else {
+    pool.parallel_for(blocks, 1, [&](int, int64_t b0, int64_t b1) { detail::matmul_fast_avx512_blocks(job, b0, b1); });
+  }
 }
 #endif
 

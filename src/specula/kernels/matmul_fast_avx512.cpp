@@ -1,20 +1,19 @@
 // Fast-precision matmul kernels (AVX-512 VNNI and AVX-512 BF16). Built with AVX-512 flags; called
 // only when the CPU has the instructions (matmul.cpp checks cpu_features()).
 //
-// Affine 4-bit and 8-bit weights: X is quantized once per call to int16 per row and quantization
-// group (s = max|x| / 32767, q = round-to-nearest-even(x * 32767 / max|x|)); the codes are widened
-// to 16 bits and `vpdpwssd` (AVX-512 VNNI) sums 2 products per 32-bit lane exactly. A "block" is
-// the 64 packed bytes of one W row (128 codes at 4 bits, 64 at 8 bits); each lane of a block's
-// integer sum belongs to one quantization group, so the float step is per lane:
-//   acc += float(isum) * (scale_w[group(lane)] * s_x[group(lane)])
-// and y = reduce(acc) + sum_g bias_g * (exact f32 sum of x over group g).
-// Unpacking (shared by all X rows): AND / shift+AND split the nibbles, vpunpck{l,h}bw widen them;
-// X is pre-permuted per call to that order (make_block_order).
+// Affine 4-bit and 8-bit weights, in the packed layout of kernels/packed_affine.h (16 W rows side
+// by side): X is quantized once per call to int16 per row and quantization group
+// (s = max|x| / 32767, q = round-to-nearest-even(x * 32767 / max|x|)); each 32-byte chunk of codes
+// is widened to 16-bit words and `vpdpwssd` (AVX-512 VNNI) multiplies them with a broadcast pair
+// of activations, so lane j sums exactly for W row j. At the end of a group, one vector operation
+// per X row applies the 16 rows' scales and biases:
+//   acc = fma(float(isum), scale_w * s_x, acc);  acc = fma(bias_w, sum(x over the group), acc)
+// and the 16 results are stored without a reduction.
 //
 // BF16 weights: X is split once per call into bf16 hi + lo terms; `vdpbf16ps` accumulates the
 // products with both in f32 (two instructions per 32 weights and row, no widening of W).
 //
-// Batch invariance: as in matmul_avx512.cpp, the row kernels are templated on the number R of X
+// Batch invariance: as in matmul_avx512.cpp, the kernels are templated on the number R of X
 // rows they handle together and every row keeps its own accumulators updated by the same ops in
 // the same order for every R; the per-call preparation of X depends only on each X row. Threads
 // split N only.
@@ -48,54 +47,16 @@ inline __mmask16 mask16(int64_t n) {
   return static_cast<__mmask16>(n >= 16 ? 0xffffu : (1u << n) - 1u);
 }
 
-// Up to 16 scales or biases g0.. (of `count` left in the row) widened to f32, zero past the row.
-// Read straight from the checkpoint rather than through a widened copy: a vector load of freshly
-// stored scratch at another offset misses store forwarding and stalls the stream.
-inline __m512 load_params(const uint8_t* row, DType t, int64_t g0, int64_t count) {
-  const __mmask16 mask = mask16(count);
-  if (t == DType::F32) return _mm512_maskz_loadu_ps(mask, reinterpret_cast<const float*>(row) + g0);
-  const __m256i h = _mm256_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(row) + g0);
-  return t == DType::BF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
-                          : _mm512_cvtph_ps(h);
-}
-
 // ---- affine: preparation of X ------------------------------------------------------------------
 
-// Where word j of a block's activations comes from (an index into the block's codes), matching
-// the order the kernel unpacks codes in: vpunpck{l,h}bw of the low-nibble vector, then of the
-// high-nibble vector (4-bit), or of the code bytes (8-bit). Within each 128-bit lane L, unpack-low
-// takes bytes 16L..16L+7 and unpack-high bytes 16L+8..16L+15.
-struct BlockOrder {
-  int16_t src[128];
-};
-
-constexpr BlockOrder make_block_order(int bits) {
-  BlockOrder t{};
-  const int vectors = bits == 4 ? 4 : 2;
-  for (int v = 0; v < vectors; ++v) {
-    for (int w = 0; w < 32; ++w) {
-      const int lane = w / 8, i = w % 8;
-      const int byte = 16 * lane + (v % 2 == 1 ? 8 : 0) + i;
-      int code = byte;
-      if (bits == 4) code = 2 * byte + (v >= 2 ? 1 : 0);  // low nibble = code 2b, high = 2b+1
-      t.src[32 * v + w] = static_cast<int16_t>(code);
-    }
-  }
-  return t;
-}
-
-constexpr BlockOrder kOrder4 = make_block_order(4);
-constexpr BlockOrder kOrder8 = make_block_order(8);
-
-// Quantizes X row `r` into job.xq (block order), job.xs (per-lane activation scales) and
-// job.x_group_sums. `natural` is K (rounded up to a block) int16 of per-worker scratch.
-void prepare_affine_row(const FastJob& job, int64_t r, int16_t* natural) {
+// Quantizes X row `r` into job.xq (natural order), job.x_group_scales and job.x_group_sums.
+void prepare_affine_row(const FastJob& job, int64_t r) {
   const WeightMatrix& w = *job.w;
-  const int64_t k = w.cols;
   const int gs = w.group_size;
   const float* x = job.x + r * job.ldx;
-  float* sums = job.x_group_sums + r * job.groups_padded;
-  float* group_scale = job.x_group_scales + r * job.groups_padded;
+  int16_t* xq = job.xq + r * w.cols;
+  float* sums = job.x_group_sums + r * job.groups;
+  float* group_scale = job.x_group_scales + r * job.groups;
   for (int64_t g = 0; g < job.groups; ++g) {
     const float* xg = x + g * gs;
     __m512 vmax = _mm512_setzero_ps(), vsum = _mm512_setzero_ps();
@@ -112,152 +73,125 @@ void prepare_affine_row(const FastJob& job, int64_t r, int16_t* natural) {
     const __m512 vinv = _mm512_set1_ps(inv);
     for (int j = 0; j < gs; j += 16) {
       const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xg + j), vinv));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(natural + g * gs + j), _mm512_cvtsepi32_epi16(q));
-    }
-  }
-  const int64_t codes = job.block_codes;
-  const int64_t padded = job.blocks * codes;
-  for (int64_t j = k; j < padded; ++j) natural[j] = 0;
-
-  int16_t* xq = job.xq + r * job.ldq;
-  const int16_t* order = w.bits == 4 ? kOrder4.src : kOrder8.src;
-  for (int64_t b = 0; b < job.blocks; ++b) {
-    const int16_t* src = natural + b * codes;
-    int16_t* dst = xq + b * codes;
-    for (int64_t j = 0; j < codes; ++j) dst[j] = src[order[j]];
-  }
-
-  // Lane l of block b sums codes [b*codes + (codes/4)*(l/4), + codes/4), all in one group.
-  float* xs = job.xs + r * job.blocks * 16;
-  for (int64_t b = 0; b < job.blocks; ++b) {
-    for (int l = 0; l < 16; ++l) {
-      const int64_t first = b * codes + (codes / 4) * (l / 4);
-      xs[b * 16 + l] = first < k ? group_scale[first / gs] : 0.0f;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xq + g * gs + j), _mm512_cvtsepi32_epi16(q));
     }
   }
 }
 
-// ---- affine: row kernels -----------------------------------------------------------------------
+// ---- affine: block kernels ---------------------------------------------------------------------
 
-// Lane -> group offset (relative to the block's first group) for a block of `codes` codes.
-struct LaneGroups {
-  alignas(64) int32_t idx[16];
-};
+// The pair of activations (k, k+1) in every 32-bit lane.
+inline __m512i pair(const int16_t* x) { return _mm512_broadcastd_epi32(_mm_loadu_si32(x)); }
 
-constexpr LaneGroups make_lane_groups(int codes_per_block, int gs) {
-  LaneGroups t{};
-  for (int l = 0; l < 16; ++l) t.idx[l] = ((codes_per_block / 4) * (l / 4)) / gs;
-  return t;
+// 16 scales or biases of a packed group widened to f32.
+inline __m512 load_group_params(const uint8_t* p, DType t) {
+  if (t == DType::F32) return _mm512_loadu_ps(p);
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return t == DType::BF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
+                          : _mm512_cvtph_ps(h);
 }
 
-template <int BITS, int GS>
-struct AffineLayout {
-  static constexpr int kCodes = BITS == 4 ? 128 : 64;  // codes per 64-byte block
-  static constexpr LaneGroups lanes = make_lane_groups(kCodes, GS);
-};
-
-// One W row against R X rows: out[r * ldo] = y[r][n]. `srow` / `brow`: the row's `groups` scales
-// and biases in dtype `sd`.
+// One packed block (16 W rows) against R X rows: y[r * ldy + j] for the `valid` lanes j.
+// Per row and group, the integer sums of kChains independent chains (vpdpwssd has a latency of
+// several cycles; integer addition makes their split irrelevant to the result) are combined, and
+//   acc = fma(float(isum), scale * s_x, acc);  acc = fma(bias, sum(x), acc)
+// in group order: the same operations for every R, so every row's bytes are batch invariant.
 template <int BITS, int GS, int R>
-void affine_row(const uint8_t* wrow, int64_t full_blocks, int64_t tail_bytes, const uint8_t* srow,
-                const uint8_t* brow, DType sd, int64_t groups, int64_t groups_padded,
-                const int16_t* xq, int64_t ldq, const float* xs, int64_t ldxs, const float* xsum,
-                float* out, int64_t ldo) {
-  using L = AffineLayout<BITS, GS>;
+void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq, int64_t ldq,
+                  const float* xscale, const float* xsum, int64_t ldg, float* y, int64_t ldy, __mmask16 valid) {
+  constexpr int kChunks = BITS == 4 ? GS / 4 : GS / 2;  // 32-byte chunks per group
+  constexpr int kChains = R <= 2 ? 4 : 2;
+  constexpr int kStep = BITS == 4 ? kChains / 2 : kChains;  // chunks per inner iteration
+  const int64_t param_bytes = 16 * static_cast<int64_t>(dtype_size(sd));
+  const __m512i low_nibbles = _mm512_set1_epi16(0x000f);
   __m512 acc[R];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  const __m512i lane_groups = _mm512_load_si512(L::lanes.idx);
-  const __m512i nibble = _mm512_set1_epi8(0x0f);
-  const __m512i zero = _mm512_setzero_si512();
-  const int64_t blocks = full_blocks + (tail_bytes > 0 ? 1 : 0);
-  const __mmask64 tail_mask = tail_bytes > 0 ? (~0ull >> (64 - tail_bytes)) : 0;
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    // The next W rows follow this one in memory: keep the stream ahead of the arithmetic.
-    _mm_prefetch(reinterpret_cast<const char*>(wrow + blk * 64 + kPrefetchBytes), _MM_HINT_T0);
-    const __m512i raw = blk < full_blocks ? _mm512_loadu_si512(wrow + blk * 64)
-                                          : _mm512_maskz_loadu_epi8(tail_mask, wrow + blk * 64);
-    const int64_t g0 = blk * L::kCodes / GS;
-    const __m512 ws = _mm512_permutexvar_ps(lane_groups, load_params(srow, sd, g0, groups - g0));
-    if constexpr (BITS == 4) {
-      const __m512i lo = _mm512_and_si512(raw, nibble);
-      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), nibble);
-      const __m512i v0 = _mm512_unpacklo_epi8(lo, zero), v1 = _mm512_unpackhi_epi8(lo, zero);
-      const __m512i v2 = _mm512_unpacklo_epi8(hi, zero), v3 = _mm512_unpackhi_epi8(hi, zero);
-      for (int r = 0; r < R; ++r) {
-        const int16_t* xr = xq + r * ldq + blk * L::kCodes;
-        __m512i isum = _mm512_dpwssd_epi32(zero, v0, _mm512_loadu_si512(xr));
-        isum = _mm512_dpwssd_epi32(isum, v1, _mm512_loadu_si512(xr + 32));
-        isum = _mm512_dpwssd_epi32(isum, v2, _mm512_loadu_si512(xr + 64));
-        isum = _mm512_dpwssd_epi32(isum, v3, _mm512_loadu_si512(xr + 96));
-        const __m512 d = _mm512_mul_ps(ws, _mm512_loadu_ps(xs + r * ldxs + blk * 16));
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc[r]);
-      }
-    } else {
-      const __m512i v0 = _mm512_unpacklo_epi8(raw, zero), v1 = _mm512_unpackhi_epi8(raw, zero);
-      for (int r = 0; r < R; ++r) {
-        const int16_t* xr = xq + r * ldq + blk * L::kCodes;
-        __m512i isum = _mm512_dpwssd_epi32(zero, v0, _mm512_loadu_si512(xr));
-        isum = _mm512_dpwssd_epi32(isum, v1, _mm512_loadu_si512(xr + 32));
-        const __m512 d = _mm512_mul_ps(ws, _mm512_loadu_ps(xs + r * ldxs + blk * 16));
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc[r]);
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512i isum[R][kChains];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int c = 0; c < kChains; ++c) isum[r][c] = _mm512_setzero_si512();
+    }
+    const int16_t* xg = xq + g * GS;
+    for (int c = 0; c < kChunks; c += kStep) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + c * 32 + kPrefetchBytes), _MM_HINT_T0);
+#pragma GCC unroll 4
+      for (int u = 0; u < kStep; ++u) {
+        const __m512i raw = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + (c + u) * 32)));
+        if constexpr (BITS == 4) {
+          const __m512i lo = _mm512_and_si512(raw, low_nibbles);  // inputs k, k+1
+          const __m512i hi = _mm512_srli_epi16(raw, 4);           // inputs k+2, k+3
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) {
+            const int16_t* x = xg + r * ldq + 4 * (c + u);
+            isum[r][2 * u] = _mm512_dpwssd_epi32(isum[r][2 * u], lo, pair(x));
+            isum[r][2 * u + 1] = _mm512_dpwssd_epi32(isum[r][2 * u + 1], hi, pair(x + 2));
+          }
+        } else {
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) {
+            isum[r][u] = _mm512_dpwssd_epi32(isum[r][u], raw, pair(xg + r * ldq + 2 * (c + u)));
+          }
+        }
       }
     }
-  }
-  for (int r = 0; r < R; ++r) {
-    // Bias term: sum_g b_g * xsum_r[g] over the zero-padded group vectors.
-    const float* xg = xsum + r * groups_padded;
-    __m512 bacc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < groups_padded; i += 16) {
-      bacc = _mm512_fmadd_ps(load_params(brow, sd, i, groups - i), _mm512_loadu_ps(xg + i), bacc);
+    p += kChunks * 32;
+    const __m512 scales = load_group_params(p, sd);
+    const __m512 biases = load_group_params(p + param_bytes, sd);
+    p += 2 * param_bytes;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      __m512i total = isum[r][0];
+#pragma GCC unroll 4
+      for (int c = 1; c < kChains; ++c) total = _mm512_add_epi32(total, isum[r][c]);
+      const __m512 d = _mm512_mul_ps(scales, _mm512_set1_ps(xscale[r * ldg + g]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), d, acc[r]);
+      acc[r] = _mm512_fmadd_ps(biases, _mm512_set1_ps(xsum[r * ldg + g]), acc[r]);
     }
-    out[r * ldo] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r], bacc));
   }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy, valid, acc[r]);
 }
 
-using AffineRowFn = void (*)(const uint8_t*, int64_t, int64_t, const uint8_t*, const uint8_t*, DType,
-                             int64_t, int64_t, const int16_t*, int64_t, const float*, int64_t,
-                             const float*, float*, int64_t);
+using AffineBlockFn = void (*)(const uint8_t*, int64_t, DType, const int16_t*, int64_t, const float*,
+                               const float*, int64_t, float*, int64_t, __mmask16);
 
 template <int BITS, int GS>
 struct AffineKernels {
-  static constexpr AffineRowFn by_rows[kMatmulRowBlock] = {
-      affine_row<BITS, GS, 1>, affine_row<BITS, GS, 2>, affine_row<BITS, GS, 3>,
-      affine_row<BITS, GS, 4>, affine_row<BITS, GS, 5>, affine_row<BITS, GS, 6>,
-      affine_row<BITS, GS, 7>, affine_row<BITS, GS, 8>};
+  static constexpr AffineBlockFn by_rows[kMatmulRowBlock] = {
+      affine_block<BITS, GS, 1>, affine_block<BITS, GS, 2>, affine_block<BITS, GS, 3>,
+      affine_block<BITS, GS, 4>, affine_block<BITS, GS, 5>, affine_block<BITS, GS, 6>,
+      affine_block<BITS, GS, 7>, affine_block<BITS, GS, 8>};
 };
 
 template <int BITS>
-const AffineRowFn* affine_kernels(int gs) {
+const AffineBlockFn* affine_kernels(int gs) {
   return gs == 32 ? AffineKernels<BITS, 32>::by_rows
          : gs == 64 ? AffineKernels<BITS, 64>::by_rows
                     : AffineKernels<BITS, 128>::by_rows;
 }
 
-// W rows [n0, n1): tiles of W rows stay in cache while the blocks of X rows stream past them
-// (decode: one block of <= 8 X rows, each weight byte read once).
-void affine_rows(const FastJob& job, int64_t n0, int64_t n1) {
+// Packed blocks [b0, b1): decode (M <= 8) streams each block once for all X rows; prefill takes
+// the X rows in L2-sized passes and runs each block, from L1, over the pass in groups of 8 rows.
+void affine_blocks(const FastJob& job, int64_t b0, int64_t b1) {
   const WeightMatrix& w = *job.w;
-  const int64_t m = job.m, ldy = job.ldy;
-  const int64_t groups = job.groups;
-  const int64_t gp = job.groups_padded;
-  const AffineRowFn* kernels = w.bits == 4 ? affine_kernels<4>(w.group_size) : affine_kernels<8>(w.group_size);
-  const auto* wdata = static_cast<const uint8_t*>(w.data);
-  const auto* scales = static_cast<const uint8_t*>(w.scales);
-  const auto* biases = static_cast<const uint8_t*>(w.biases);
-  const int64_t row_bytes = w.row_bytes();
-  const int64_t full_blocks = row_bytes / 64;
-  const int64_t tail_bytes = row_bytes % 64;
-  const int64_t sb_row_bytes = groups * static_cast<int64_t>(dtype_size(w.scale_dtype));
-  const int64_t ldxs = job.blocks * 16;
-  const int64_t tile = m > kMatmulRowBlock ? kFastPrefillTile : kMatmulGrain;
-  for (int64_t t0 = n0; t0 < n1; t0 += tile) {
-    const int64_t t1 = min64(n1, t0 + tile);
-    for (int64_t m0 = 0; m0 < m; m0 += kMatmulRowBlock) {
-      const AffineRowFn kernel = kernels[min64(kMatmulRowBlock, m - m0) - 1];
-      for (int64_t n = t0; n < t1; ++n) {
-        kernel(wdata + n * row_bytes, full_blocks, tail_bytes, scales + n * sb_row_bytes,
-               biases + n * sb_row_bytes, w.scale_dtype, groups, gp, job.xq + m0 * job.ldq, job.ldq,
-               job.xs + m0 * ldxs, ldxs, job.x_group_sums + m0 * gp, y_at(job, m0, n), ldy);
+  const int64_t m = job.m, k = w.cols;
+  const AffineBlockFn* kernels = w.bits == 4 ? affine_kernels<4>(w.group_size) : affine_kernels<8>(w.group_size);
+  const int64_t block_bytes = job.groups * job.group_bytes;
+  int64_t pass = kFastPrefillBytes / (2 * k) / kMatmulRowBlock * kMatmulRowBlock;
+  if (pass < kMatmulRowBlock) pass = kMatmulRowBlock;
+  for (int64_t m0 = 0; m0 < m; m0 += pass) {
+    const int64_t m1 = min64(m, m0 + pass);
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t n0 = b * 16;
+      const __mmask16 valid = mask16(w.rows - n0);
+      for (int64_t r0 = m0; r0 < m1; r0 += kMatmulRowBlock) {
+        const AffineBlockFn kernel = kernels[min64(kMatmulRowBlock, m1 - r0) - 1];
+        kernel(job.packed + b * block_bytes, job.groups, w.scale_dtype, job.xq + r0 * k, k,
+               job.x_group_scales + r0 * job.groups, job.x_group_sums + r0 * job.groups, job.groups,
+               y_at(job, r0, n0), job.ldy, valid);
       }
     }
   }
@@ -291,6 +225,9 @@ void prepare_bf16_row(const FastJob& job, int64_t r) {
 // X rows per bf16 row kernel: four accumulators per row (vdpbf16ps has a long latency; one chain
 // per product term keeps M = 1 memory-bound) fit the 32 vector registers for 4 rows.
 constexpr int kBf16RowBlock = 4;
+
+// W rows kept hot while the X row blocks of a prefill stream past them.
+constexpr int64_t kBf16PrefillTile = 64;
 
 template <int R>
 void bf16_row(const uint16_t* wrow, int64_t k, const uint16_t* xb, int64_t ldb, float* out, int64_t ldo) {
@@ -335,7 +272,7 @@ void bf16_rows(const FastJob& job, int64_t n0, int64_t n1) {
   const WeightMatrix& w = *job.w;
   const int64_t m = job.m, k = w.cols;
   const auto* wdata = static_cast<const uint16_t*>(w.data);
-  const int64_t tile = m > kMatmulRowBlock ? kFastPrefillTile : kMatmulGrain;
+  const int64_t tile = m > kMatmulRowBlock ? kBf16PrefillTile : kMatmulGrain;
   for (int64_t t0 = n0; t0 < n1; t0 += tile) {
     const int64_t t1 = min64(n1, t0 + tile);
     for (int64_t m0 = 0; m0 < m; m0 += kBf16RowBlock) {
@@ -349,21 +286,18 @@ void bf16_rows(const FastJob& job, int64_t n0, int64_t n1) {
 
 }  // namespace
 
-void matmul_fast_avx512_prepare(const FastJob& job, int worker, int64_t r0, int64_t r1) {
-  if (job.w->format == WeightFormat::BF16) {
-    for (int64_t r = r0; r < r1; ++r) prepare_bf16_row(job, r);
-    return;
+void matmul_fast_avx512_prepare(const FastJob& job, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    if (job.w->format == WeightFormat::BF16) {
+      prepare_bf16_row(job, r);
+    } else {
+      prepare_affine_row(job, r);
+    }
   }
-  int16_t* natural = job.worker_natural + static_cast<int64_t>(worker) * job.blocks * job.block_codes;
-  for (int64_t r = r0; r < r1; ++r) prepare_affine_row(job, r, natural);
 }
 
-void matmul_fast_avx512_rows(const FastJob& job, int /*worker*/, int64_t n0, int64_t n1) {
-  if (job.w->format == WeightFormat::BF16) {
-    bf16_rows(job, n0, n1);
-  } else {
-    affine_rows(job, n0, n1);
-  }
-}
+void matmul_fast_avx512_blocks(const FastJob& job, int64_t b0, int64_t b1) { affine_blocks(job, b0, b1); }
+
+void matmul_fast_avx512_rows(const FastJob& job, int64_t n0, int64_t n1) { bf16_rows(job, n0, n1); }
 
 }  // namespace specula::detail

@@ -34,24 +34,21 @@ struct MatmulJob {
 };
 
 // Fast precision (matmul_fast_avx512.cpp): one call as its kernels see it. Scratch is allocated by
-// the dispatcher; prepare(job, worker, r0, r1) fills it for X rows [r0, r1) (each row on its own,
-// so any split of the rows gives the same bytes), rows(job, worker, n0, n1) computes W rows.
+// the dispatcher; prepare(job, r0, r1) fills it for X rows [r0, r1) (each row on its own, so any
+// split of the rows gives the same bytes); blocks()/rows() compute the outputs.
 struct FastJob {
   const float* x = nullptr;
   int64_t m = 0, ldx = 0;
   const WeightMatrix* w = nullptr;
   float* y = nullptr;
   int64_t ldy = 0;
-  // Affine 4/8-bit: X as int16 per quantization group.
-  int64_t groups = 0, groups_padded = 0;
-  int64_t block_codes = 0;           // codes per 64-byte block of a W row (128 at 4 bits, 64 at 8)
-  int64_t blocks = 0;                // blocks per W row (the last may be partial)
-  int16_t* xq = nullptr;             // [m, ldq]: activations in the blocks' code order
-  int64_t ldq = 0;                   // blocks * block_codes
-  float* xs = nullptr;               // [m, blocks * 16]: activation scale of each block lane
-  float* x_group_scales = nullptr;   // [m, groups_padded]
-  float* x_group_sums = nullptr;     // [m, groups_padded], zero padded: exact f32 sums of X
-  int16_t* worker_natural = nullptr; // [workers, blocks * block_codes]: prepare's scratch
+  // Affine 4/8-bit: W in the packed layout (kernels/packed_affine.h), X as int16 per group.
+  const uint8_t* packed = nullptr;
+  int64_t group_bytes = 0;           // packed bytes of one group of one block
+  int64_t groups = 0;                // quantization groups per W row
+  int16_t* xq = nullptr;             // [m, cols]: activations, natural order
+  float* x_group_scales = nullptr;   // [m, groups]: x ~ scale * xq per group
+  float* x_group_sums = nullptr;     // [m, groups]: exact f32 sums of X per group
   // BF16: X split into two bf16 terms, x ~ hi + lo (hi = bf16(x), lo = bf16(x - hi)).
   uint16_t* xb = nullptr;            // [m, 2 * ldb]: per row ldb hi values, then ldb lo values
   int64_t ldb = 0;                   // K rounded up to 32 (zero padded)
@@ -63,10 +60,9 @@ struct FastJob {
 // attention path, reached 0.4 relative on the logits; int16 keeps fast mode within 3e-2.)
 inline constexpr float kActivationLevels = 32767.0f;
 
-// W rows per cache tile when many X rows (prefill) stream past them: 64 rows of a 4-bit K = 2560
-// matrix are 80 KiB (L2); one block of 8 int16 X rows (~50 KiB with its scales) is read from L1/L2
-// once per W row of the tile.
-inline constexpr int64_t kFastPrefillTile = 64;
+// Prefill: X rows handled per pass over the W blocks of a thread, so that the int16 rows stay in
+// L2 (~512 KiB of them) while each 16-row W block is reused from L1 by all of them.
+inline constexpr int64_t kFastPrefillBytes = int64_t{512} << 10;
 
 // groups_per_row rounded up to a multiple of 16 (the widest vector of floats).
 inline int64_t padded_groups(const WeightMatrix& w) { return (w.groups_per_row() + 15) / 16 * 16; }
@@ -80,8 +76,11 @@ void matmul_avx2_rows(const MatmulJob& job, int worker, int64_t n0, int64_t n1);
 void matmul_avx512_prepare(MatmulJob& job);
 void matmul_avx512_rows(const MatmulJob& job, int worker, int64_t n0, int64_t n1);
 // Needs AVX-512 VNNI (affine 4/8-bit) or AVX-512 BF16 (bf16 weights); see matmul.cpp.
-void matmul_fast_avx512_prepare(const FastJob& job, int worker, int64_t r0, int64_t r1);
-void matmul_fast_avx512_rows(const FastJob& job, int worker, int64_t n0, int64_t n1);
+void matmul_fast_avx512_prepare(const FastJob& job, int64_t r0, int64_t r1);
+// Affine: packed blocks [b0, b1) (16 W rows each) for all X rows.
+void matmul_fast_avx512_blocks(const FastJob& job, int64_t b0, int64_t b1);
+// BF16: W rows [n0, n1) for all X rows.
+void matmul_fast_avx512_rows(const FastJob& job, int64_t n0, int64_t n1);
 #endif
 
 }  // namespace specula::detail

@@ -50,6 +50,7 @@ WeightMatrix WeightMatrix::row_slice(int64_t begin, int64_t count) const {
   }
   WeightMatrix s = *this;
   s.rows = count;
+  s.packed = nullptr;
   s.data = static_cast<const uint8_t*>(data) + begin * row_bytes();
   if (format == WeightFormat::Affine) {
     const int64_t offset = begin * groups_per_row() * static_cast<int64_t>(dtype_size(scale_dtype));

@@ -21,10 +21,13 @@ struct WeightMatrix {
   DType scale_dtype = DType::BF16;  // BF16, F16 or F32 (scales and biases share it)
   const void* scales = nullptr;     // [N, K/gs]
   const void* biases = nullptr;     // [N, K/gs]
+  // Affine 4/8-bit only, optional: the same matrix in the fast kernels' layout
+  // (kernels/packed_affine.h), owned by whoever packed it. Without it, fast matmuls pack per call.
+  const uint8_t* packed = nullptr;
 
   int64_t row_bytes() const;        // bytes of one row of `data`
   int64_t groups_per_row() const { return format == WeightFormat::Affine ? cols / group_size : 0; }
-  // Rows [begin, begin+count) as their own matrix (no copy).
+  // Rows [begin, begin+count) as their own matrix (no copy; drops `packed`).
   WeightMatrix row_slice(int64_t begin, int64_t count) const;
   // Total bytes streamed when every row is read once (data + scales + biases).
   uint64_t bytes() const;

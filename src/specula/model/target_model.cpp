@@ -7,6 +7,7 @@
 #include "specula/kernels/activation.h"
 #include "specula/kernels/attention.h"
 #include "specula/kernels/matmul.h"
+#include "specula/kernels/packed_affine.h"
 #include "specula/kernels/quant.h"
 #include "specula/kernels/rms_norm.h"
 #include "specula/kernels/softmax.h"
@@ -83,6 +84,24 @@ TargetModel::TargetModel(std::unique_ptr<TargetCheckpoint> checkpoint, const Tar
       fail("{}: layer {} has {} attention heads, not a multiple of its {} KV heads", checkpoint_->config.source,
            g.index, t.num_attention_heads, g.num_kv_heads);
   }
+  if (options_.precision == Precision::Fast) pack_for_fast_kernels();
+}
+
+// Fast precision reads quantized matrices in their packed layout (kernels/packed_affine.h): pack
+// them once here, and let go of each one's checkpoint pages once packed, so the model holds the
+// weights once, not twice (gathers from the embedding tables fault their rows back in).
+void TargetModel::pack_for_fast_kernels() {
+  std::vector<WeightMatrix*> fast;
+  for (WeightMatrix* w : weights_.matmul_matrices()) {
+    if (packable(*w) && fast_matmul_supported(*w)) fast.push_back(w);
+  }
+  const TensorStore& store = checkpoint_->store;
+  packed_ = pack_matrices(fast, ThreadPool::global(), [&store](const WeightMatrix& w) {
+    const auto groups = static_cast<size_t>(w.rows * w.groups_per_row()) * dtype_size(w.scale_dtype);
+    store.release_pages(w.data, static_cast<size_t>(w.rows * w.row_bytes()));
+    store.release_pages(w.scales, groups);
+    store.release_pages(w.biases, groups);
+  });
 }
 
 std::vector<int32_t> TargetModel::eos_token_ids() const {

@@ -16,6 +16,7 @@
 
 #include "specula/io/checkpoint.h"
 #include "specula/kernels/matmul.h"
+#include "specula/kernels/packed_affine.h"
 #include "specula/model/target_cache.h"
 #include "specula/model/target_weights.h"
 #include "specula/util/thread_pool.h"
@@ -81,10 +82,12 @@ class TargetModel {
  private:
   struct Workspace;
   void forward_chunk(TargetCache& cache, const int32_t* tokens, int64_t n, Workspace& ws, ThreadPool& pool) const;
+  void pack_for_fast_kernels();
 
   std::unique_ptr<TargetCheckpoint> checkpoint_;
   TargetOptions options_;
   TargetWeights weights_;
+  PackedBuffer packed_;  // fast precision: the quantized matrices in the fast kernels' layout
   int64_t max_context_ = 0;
 };
 

@@ -169,4 +169,25 @@ uint64_t TargetWeights::streamed_bytes_per_token() const {
   return b;
 }
 
+std::vector<WeightMatrix*> TargetWeights::matmul_matrices() {
+  std::vector<WeightMatrix*> out = {&lm_head};
+  if (ple_width > 0) out.push_back(&per_layer_model_projection);
+  for (TargetLayerWeights& L : layers) {
+    for (WeightMatrix* w : {&L.q_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj}) out.push_back(w);
+    if (L.k_proj) out.push_back(&*L.k_proj);
+    if (L.v_proj) out.push_back(&*L.v_proj);
+    if (L.ple) {
+      out.push_back(&L.per_layer_input_gate);
+      out.push_back(&L.per_layer_projection);
+    }
+    if (L.moe) {
+      out.push_back(&L.router_proj);
+      for (auto* experts : {&L.expert_gate, &L.expert_up, &L.expert_down}) {
+        for (WeightMatrix& w : *experts) out.push_back(&w);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace specula

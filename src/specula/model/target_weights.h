@@ -61,6 +61,8 @@ struct TargetWeights {
   std::vector<TargetLayerWeights> layers;
 
   uint64_t streamed_bytes_per_token() const;  // bytes of every matrix a decode step reads
+  // Every matrix the forward pass multiplies by (not the embedding tables it only gathers from).
+  std::vector<WeightMatrix*> matmul_matrices();
 };
 
 // Builds the views; throws naming the tensor when a vector has an unusable dtype or length.

@@ -7,6 +7,7 @@
 #include "specula/kernels/activation.h"
 #include "specula/kernels/attention_key_range.h"
 #include "specula/kernels/matmul.h"
+#include "specula/kernels/packed_affine.h"
 #include "specula/kernels/quant.h"
 #include "specula/kernels/rms_norm.h"
 #include "specula/kernels/softmax.h"
@@ -208,6 +209,18 @@ Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetMode
     if (L.q_proj.cols != hidden_ || L.q_proj.rows % D != 0)
       fail("drafter {}: {}self_attn.q_proj is [{}, {}], expected [heads*{}, {}]", ck.dir, p, L.q_proj.rows,
            L.q_proj.cols, D, hidden_);
+  }
+  if (target.options().precision == Precision::Fast) {
+    // Quantized drafters: the fast kernels' layout once here rather than per step (the dense
+    // head's rows are gathered per step and packed then).
+    std::vector<WeightMatrix*> fast;
+    for (WeightMatrix* w : {&pre_projection_, &post_projection_, &centroids_}) fast.push_back(w);
+    if (!ck.centroid_head) fast.push_back(&embed_tokens_);
+    for (Layer& L : layers_) {
+      for (WeightMatrix* w : {&L.q_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj}) fast.push_back(w);
+    }
+    std::erase_if(fast, [](const WeightMatrix* w) { return !packable(*w) || !fast_matmul_supported(*w); });
+    packed_ = pack_matrices(fast, ThreadPool::global());
   }
 }
 

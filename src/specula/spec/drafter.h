@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "specula/io/checkpoint.h"
+#include "specula/kernels/packed_affine.h"
 #include "specula/kernels/rope.h"
 #include "specula/kernels/weight_matrix.h"
 #include "specula/model/target_cache.h"
@@ -90,6 +91,7 @@ class Drafter {
   int sliding_donor_ = -1;
   int full_donor_ = -1;
   WeightMatrix pre_projection_, post_projection_, embed_tokens_, centroids_;
+  PackedBuffer packed_;  // fast precision: quantized matrices in the fast kernels' layout
   std::vector<float> final_norm_;
   std::vector<int32_t> token_ordering_;  // centroid head: [C * P]
   int64_t clusters_ = 0, cluster_size_ = 0, top_clusters_ = 0;

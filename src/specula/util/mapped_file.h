@@ -19,6 +19,12 @@ class MappedFile {
   const std::byte* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Whether [p, p+n) lies inside the mapping.
+  bool contains(const void* p, size_t n) const;
+  // Drops the resident pages wholly inside [p, p+n) from this process (they are read back from
+  // the page cache if touched again), e.g. after their contents were copied elsewhere.
+  // Does nothing for a range outside the mapping.
+  void release(const void* p, size_t n) const;
 
  private:
   std::string path_;

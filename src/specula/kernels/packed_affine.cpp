@@ -1,0 +1,186 @@
+#include "specula/kernels/packed_affine.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "specula/io/dtype.h"
+#include "specula/kernels/isa.h"
+#include "specula/util/error.h"
+
+namespace specula {
+
+#if defined(SPECULA_X86)
+namespace detail {
+// packed_affine_avx512.cpp: whole blocks of 16 rows, the same bytes as the code below.
+void pack_affine_full_blocks_avx512(const WeightMatrix& w, int64_t block_begin, int64_t block_end, uint8_t* out);
+}  // namespace detail
+#endif
+
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+int64_t chunks_per_group(const WeightMatrix& w) { return w.group_size / (w.bits == 4 ? 4 : 2); }
+
+int64_t block_count(const WeightMatrix& w) { return (w.rows + kPackedRows - 1) / kPackedRows; }
+
+inline uint64_t load64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+inline void store16(uint8_t* p, uint64_t v) {
+  const auto h = static_cast<uint16_t>(v);
+  std::memcpy(p, &h, 2);
+}
+
+// One row's codes of one group into the group's chunks (lane `j`). `src` holds the group's codes
+// as stored (gs * bits / 8 bytes, a multiple of 8).
+void pack_row_codes(const uint8_t* src, int64_t src_bytes, int bits, int j, uint8_t* chunks) {
+  uint8_t* dst = chunks + 2 * j;
+  for (int64_t i = 0; i < src_bytes; i += 8) {
+    uint64_t v = load64(src + i);
+    if (bits == 4) {
+      // Each 16-bit word holds codes k..k+3 as nibbles 0..3; swap the middle two so the low
+      // nibbles of its bytes are k, k+1 and the high nibbles k+2, k+3.
+      v = (v & 0xF00FF00FF00FF00Full) | ((v >> 4) & 0x00F000F000F000F0ull) | ((v << 4) & 0x0F000F000F000F00ull);
+    }
+    // The four words go to four consecutive chunks.
+    for (int q = 0; q < 4; ++q) store16(dst + (i / 2 + q) * 32, v >> (16 * q));
+  }
+}
+
+}  // namespace
+
+bool packable(const WeightMatrix& w) {
+  return w.format == WeightFormat::Affine && (w.bits == 4 || w.bits == 8) && w.rows > 0 && w.cols > 0 &&
+         (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) && w.cols % w.group_size == 0;
+}
+
+int64_t packed_group_bytes(const WeightMatrix& w) {
+  return chunks_per_group(w) * 32 + 2 * kPackedRows * static_cast<int64_t>(dtype_size(w.scale_dtype));
+}
+
+int64_t packed_bytes(const WeightMatrix& w) {
+  return block_count(w) * w.groups_per_row() * packed_group_bytes(w);
+}
+
+// Copies one scale or bias (2 or 4 bytes) without a call per value.
+inline void copy_param(uint8_t* dst, const uint8_t* src, int64_t size) {
+  if (size == 2) {
+    uint16_t v;
+    std::memcpy(&v, src, 2);
+    std::memcpy(dst, &v, 2);
+  } else {
+    uint32_t v;
+    std::memcpy(&v, src, 4);
+    std::memcpy(dst, &v, 4);
+  }
+}
+
+void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t block_end, uint8_t* out) {
+  if (!packable(w)) fail("pack_affine: the matrix [{}, {}] is not affine 4/8-bit with group size 32/64/128", w.rows, w.cols);
+  const int64_t groups = w.groups_per_row();
+  const int64_t group_bytes = packed_group_bytes(w);
+  const int64_t code_bytes = chunks_per_group(w) * 32;
+  const int64_t src_group_bytes = w.group_size * w.bits / 8;
+  const auto sd = static_cast<int64_t>(dtype_size(w.scale_dtype));
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  const auto* scales = static_cast<const uint8_t*>(w.scales);
+  const auto* biases = static_cast<const uint8_t*>(w.biases);
+  const int64_t row_bytes = w.row_bytes();
+#if defined(SPECULA_X86)
+  if (active_isa() == Isa::Avx512) {
+    const int64_t full_end = std::min(block_end, w.rows / kPackedRows);
+    if (full_end > block_begin) {
+      detail::pack_affine_full_blocks_avx512(w, block_begin, full_end, out);
+      block_begin = full_end;
+    }
+  }
+#endif
+  for (int64_t b = block_begin; b < block_end; ++b) {
+    const int64_t n0 = b * kPackedRows;
+    const int64_t rows = std::min<int64_t>(kPackedRows, w.rows - n0);
+    uint8_t* block = out + b * groups * group_bytes;
+    if (rows < kPackedRows) std::memset(block, 0, static_cast<size_t>(groups * group_bytes));  // rows past N
+    // Row by row: each source row is read once, front to back.
+    for (int j = 0; j < rows; ++j) {
+      const int64_t n = n0 + j;
+      const uint8_t* src = data + n * row_bytes;
+      const uint8_t* s = scales + n * groups * sd;
+      const uint8_t* bi = biases + n * groups * sd;
+      for (int64_t g = 0; g < groups; ++g) {
+        uint8_t* dst = block + g * group_bytes;
+        pack_row_codes(src + g * src_group_bytes, src_group_bytes, w.bits, j, dst);
+        copy_param(dst + code_bytes + j * sd, s + g * sd, sd);
+        copy_param(dst + code_bytes + (kPackedRows + j) * sd, bi + g * sd, sd);
+      }
+    }
+  }
+}
+
+PackedBuffer::PackedBuffer(size_t bytes) {
+  if (bytes == 0) return;
+  // Over-allocate by a huge page so the buffer can start on a huge-page boundary.
+  mapped_ = (bytes + kHugePage - 1) / kHugePage * kHugePage + kHugePage;
+  void* p = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    mapped_ = 0;
+    fail("cannot allocate {} MiB for the fast-precision weight layout (use --precision exact to run "
+         "from the checkpoint's own layout)", bytes >> 20);
+  }
+  base_ = static_cast<uint8_t*>(p);
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  data_ = base_ + ((kHugePage - addr % kHugePage) % kHugePage);
+  size_ = bytes;
+  madvise(data_, (bytes + kHugePage - 1) / kHugePage * kHugePage, MADV_HUGEPAGE);  // a hint; may fail
+}
+
+PackedBuffer::~PackedBuffer() {
+  if (mapped_ != 0) munmap(base_, mapped_);
+}
+
+PackedBuffer::PackedBuffer(PackedBuffer&& other) noexcept
+    : base_(std::exchange(other.base_, nullptr)),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      mapped_(std::exchange(other.mapped_, 0)) {}
+
+PackedBuffer& PackedBuffer::operator=(PackedBuffer&& other) noexcept {
+  if (this != &other) {
+    if (mapped_ != 0) munmap(base_, mapped_);
+    base_ = std::exchange(other.base_, nullptr);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    mapped_ = std::exchange(other.mapped_, 0);
+  }
+  return *this;
+}
+
+PackedBuffer pack_matrices(std::span<WeightMatrix* const> matrices, ThreadPool& pool,
+                           const std::function<void(const WeightMatrix&)>& after_each) {
+  constexpr int64_t kAlign = 64;
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (WeightMatrix* w : matrices) {
+    offsets.push_back(total);
+    if (packable(*w)) total += (packed_bytes(*w) + kAlign - 1) / kAlign * kAlign;
+  }
+  PackedBuffer buffer(static_cast<size_t>(total));
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    WeightMatrix& w = *matrices[i];
+    if (!packable(w)) continue;
+    uint8_t* out = buffer.data() + offsets[i];
+    pool.parallel_for(block_count(w), 1, [&](int, int64_t b0, int64_t b1) { pack_affine_blocks(w, b0, b1, out); });
+    w.packed = out;
+    if (after_each) after_each(w);
+  }
+  return buffer;
+}
+
+}  // namespace specula

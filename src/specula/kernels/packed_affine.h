@@ -1,0 +1,74 @@
+#pragma once
+// Affine 4-bit and 8-bit weights re-laid out for the fast kernels (Precision::Fast).
+//
+// The checkpoint stores each output row's codes contiguously, so a kernel that walks a row gets
+// one quantization group's partial sum spread over the lanes of a vector and must reduce it before
+// the group's scale applies. The packed layout puts 16 output rows side by side instead: lane j
+// of every vector belongs to output row j, so the per-group float work (scale, bias) is one vector
+// operation per 16 outputs and the results need no horizontal reduction.
+//
+// Layout (all little-endian), per block of 16 output rows (rows past N are zero), per group g:
+//   codes   gs/4 chunks (4-bit) or gs/2 chunks (8-bit) of 32 bytes; a chunk covers 4 (2) inputs
+//           k..k+3 (k..k+1) of the group for the 16 rows:
+//             4-bit: bytes 2j, 2j+1 = q[j][k] | q[j][k+2] << 4,  q[j][k+1] | q[j][k+3] << 4
+//             8-bit: bytes 2j, 2j+1 = q[j][k], q[j][k+1]
+//           so widening the 32 bytes to 16-bit words gives, lane by lane, the int16 pairs that
+//           `vpdpwssd` multiplies with a broadcast pair of activations (low nibbles: inputs k, k+1;
+//           the words shifted right by 4: inputs k+2, k+3).
+//   scales  16 values of the 16 rows (the checkpoint's scale dtype, unchanged)
+//   biases  16 values, likewise
+// Groups follow each other; blocks follow each other. Values are copied, never rounded, so the
+// packed matrix is the same matrix.
+#include <cstddef>
+#include <cstdint>
+
+#include <functional>
+#include <span>
+
+#include "specula/kernels/weight_matrix.h"
+#include "specula/util/thread_pool.h"
+
+namespace specula {
+
+inline constexpr int64_t kPackedRows = 16;  // output rows per packed block
+
+// Whether pack_affine() takes w: affine with 4 or 8 bits (the widths the fast kernels handle).
+bool packable(const WeightMatrix& w);
+
+// Bytes of one packed group of one block, and of the whole packed matrix.
+int64_t packed_group_bytes(const WeightMatrix& w);
+int64_t packed_bytes(const WeightMatrix& w);
+
+// Writes w's packed layout to out (packed_bytes(w) bytes). Rows [block_begin, block_end) of
+// blocks only, so callers can split the work over threads.
+void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t block_end, uint8_t* out);
+
+// An owned, 2 MiB-aligned buffer (huge pages where the kernel allows: fewer TLB misses on the
+// stream and fewer page faults while packing).
+class PackedBuffer {
+ public:
+  PackedBuffer() = default;
+  explicit PackedBuffer(size_t bytes);  // throws specula::Error when the memory is not there
+  ~PackedBuffer();
+  PackedBuffer(PackedBuffer&& other) noexcept;
+  PackedBuffer& operator=(PackedBuffer&& other) noexcept;
+  PackedBuffer(const PackedBuffer&) = delete;
+  PackedBuffer& operator=(const PackedBuffer&) = delete;
+
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  uint8_t* base_ = nullptr;  // the mapping (data_ is its first huge-page boundary)
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  size_t mapped_ = 0;
+};
+
+// Packs every packable matrix of `matrices` into one buffer (over the pool's threads) and points
+// its `packed` at it; others are left alone. `after_each` runs once per packed matrix, e.g. to
+// let go of the checkpoint pages it was read from.
+PackedBuffer pack_matrices(std::span<WeightMatrix* const> matrices, ThreadPool& pool,
+                           const std::function<void(const WeightMatrix&)>& after_each = {});
+
+}  // namespace specula

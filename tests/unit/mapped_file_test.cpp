@@ -1,0 +1,38 @@
+// MappedFile::release: pages dropped from the process read back unchanged; ranges outside the
+// mapping are ignored.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "specula/util/mapped_file.h"
+
+namespace specula {
+namespace {
+
+TEST(MappedFile, ReleasedPagesReadBackUnchanged) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "specula_mapped_file_test.bin";
+  std::vector<char> bytes(3 << 20);
+  std::mt19937 rng(3);
+  for (char& c : bytes) c = static_cast<char>(rng());
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  {
+    const MappedFile file = MappedFile::open(path.string());
+    ASSERT_EQ(file.size(), bytes.size());
+    EXPECT_TRUE(file.contains(file.data() + 10, 100));
+    EXPECT_FALSE(file.contains(file.data() + 10, bytes.size()));
+    EXPECT_FALSE(file.contains(bytes.data(), 1));
+    file.release(file.data() + 123, bytes.size() - 1000);
+    file.release(bytes.data(), bytes.size());  // not in the mapping: nothing happens
+    EXPECT_EQ(0, std::memcmp(file.data(), bytes.data(), bytes.size()));
+  }
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace specula

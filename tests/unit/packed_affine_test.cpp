@@ -1,0 +1,150 @@
+// The fast kernels' packed weight layout (kernels/packed_affine.h): it holds every code, scale and
+// bias where the header says, a pre-packed matrix gives the bytes of one packed per call, and
+// prefills that take X in several passes give each row its decode bytes.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "specula/kernels/isa.h"
+#include "specula/kernels/matmul.h"
+#include "specula/kernels/packed_affine.h"
+#include "specula/kernels/quant.h"
+#include "random_weights.h"
+
+namespace specula {
+namespace {
+
+struct Format {
+  int bits;
+  int gs;
+  DType sd;
+};
+
+std::vector<Format> packable_formats() {
+  std::vector<Format> out;
+  for (int bits : {4, 8}) {
+    for (int gs : {32, 64, 128}) {
+      for (DType sd : {DType::BF16, DType::F16, DType::F32}) out.push_back({bits, gs, sd});
+    }
+  }
+  return out;
+}
+
+std::vector<float> random_x(int64_t m, int64_t k, std::mt19937& rng) {
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (float& v : x) v = uni(rng);
+  return x;
+}
+
+// Reads code (n, k) back from the packed bytes by the layout the header documents.
+uint32_t packed_code(const WeightMatrix& w, const uint8_t* packed, int64_t n, int64_t k) {
+  const int64_t block = n / kPackedRows, j = n % kPackedRows, g = k / w.group_size, kk = k % w.group_size;
+  const uint8_t* group = packed + (block * w.groups_per_row() + g) * packed_group_bytes(w);
+  if (w.bits == 8) return group[(kk / 2) * 32 + 2 * j + kk % 2];
+  const uint8_t byte = group[(kk / 4) * 32 + 2 * j + (kk % 4) % 2];
+  return (kk % 4) < 2 ? byte & 0x0f : byte >> 4;
+}
+
+TEST(PackedAffine, HoldsEveryCodeScaleAndBiasWhereTheLayoutSays) {
+  std::mt19937 rng(5);
+  for (const Format& f : packable_formats()) {
+    const int64_t n = 37, k = 256;  // a partial last block
+    const test::RandomWeights wt = test::random_weights(WeightFormat::Affine, f.bits, f.gs, f.sd, n, k, rng);
+    const WeightMatrix& w = wt.w;
+    ASSERT_TRUE(packable(w));
+    std::vector<uint8_t> packed(static_cast<size_t>(packed_bytes(w)), 0xAB);
+    pack_affine_blocks(w, 0, (n + kPackedRows - 1) / kPackedRows, packed.data());
+    const size_t sd = dtype_size(f.sd);
+    const int64_t code_bytes = packed_group_bytes(w) - 2 * kPackedRows * static_cast<int64_t>(sd);
+    for (int64_t row = 0; row < 48; ++row) {  // three blocks: rows past N must read as zero
+      const auto* words = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.data) + std::min(row, n - 1) * w.row_bytes());
+      for (int64_t col = 0; col < k; ++col) {
+        const uint32_t want = row < n ? unpack_code(words, f.bits, col) : 0;
+        ASSERT_EQ(packed_code(w, packed.data(), row, col), want) << f.bits << "-bit gs " << f.gs << " (" << row << ", " << col << ")";
+      }
+      for (int64_t g = 0; g < w.groups_per_row(); ++g) {
+        const uint8_t* group = packed.data() + ((row / 16) * w.groups_per_row() + g) * packed_group_bytes(w);
+        const uint8_t* scale = group + code_bytes + (row % 16) * sd;
+        const uint8_t* bias = group + code_bytes + (16 + row % 16) * sd;
+        const std::vector<uint8_t> zero(sd, 0);
+        const size_t at = static_cast<size_t>((row * w.groups_per_row() + g)) * sd;
+        ASSERT_EQ(0, std::memcmp(scale, row < n ? wt.scales.data() + at : zero.data(), sd)) << row << " " << g;
+        ASSERT_EQ(0, std::memcmp(bias, row < n ? wt.biases.data() + at : zero.data(), sd)) << row << " " << g;
+      }
+    }
+  }
+}
+
+// The AVX-512 packer (whole blocks) and the portable one write the same bytes.
+TEST(PackedAffine, EveryKernelSetPacksTheSameBytes) {
+  const Isa saved = active_isa();
+  std::mt19937 rng(9);
+  for (const Format& f : packable_formats()) {
+    const int64_t n = 53, k = 384;
+    const test::RandomWeights wt = test::random_weights(WeightFormat::Affine, f.bits, f.gs, f.sd, n, k, rng);
+    std::vector<uint8_t> wide(static_cast<size_t>(packed_bytes(wt.w))), portable(wide.size());
+    set_active_isa(detected_isa());
+    pack_affine_blocks(wt.w, 0, 4, wide.data());
+    set_active_isa(Isa::Scalar);
+    pack_affine_blocks(wt.w, 0, 4, portable.data());
+    set_active_isa(saved);
+    ASSERT_EQ(0, std::memcmp(wide.data(), portable.data(), wide.size())) << f.bits << "-bit gs " << f.gs;
+  }
+}
+
+TEST(PackedAffine, PrePackedMatricesGiveThePerCallBytes) {
+  std::mt19937 rng(6);
+  ThreadPool two(2);
+  for (const Format& f : packable_formats()) {
+    test::RandomWeights wt = test::random_weights(WeightFormat::Affine, f.bits, f.gs, f.sd, 50, 384, rng);
+    const int64_t m = 5;
+    const std::vector<float> x = random_x(m, 384, rng);
+    std::vector<float> per_call(m * 50), pre(m * 50);
+    matmul(x.data(), m, wt.w, per_call.data(), two, Precision::Fast);
+    WeightMatrix packed_view = wt.w;
+    WeightMatrix* list[] = {&packed_view};
+    int calls = 0;
+    const PackedBuffer buffer = pack_matrices(list, two, [&](const WeightMatrix&) { ++calls; });
+    ASSERT_EQ(calls, 1);
+    ASSERT_NE(packed_view.packed, nullptr);
+    matmul(x.data(), m, packed_view, pre.data(), two, Precision::Fast);
+    ASSERT_EQ(0, std::memcmp(per_call.data(), pre.data(), pre.size() * sizeof(float))) << f.bits << " " << f.gs;
+    EXPECT_EQ(packed_view.row_slice(16, 16).packed, nullptr);  // a slice is not the packed matrix
+  }
+}
+
+TEST(PackedAffine, LeavesOtherFormatsAlone) {
+  std::mt19937 rng(7);
+  ThreadPool one(1);
+  test::RandomWeights bf16 = test::random_weights(WeightFormat::BF16, 0, 0, DType::BF16, 8, 64, rng);
+  test::RandomWeights q3 = test::random_weights(WeightFormat::Affine, 3, 32, DType::BF16, 8, 64, rng);
+  WeightMatrix* list[] = {&bf16.w, &q3.w};
+  int calls = 0;
+  const PackedBuffer buffer = pack_matrices(list, one, [&](const WeightMatrix&) { ++calls; });
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(buffer.size(), 0u);
+  EXPECT_EQ(bf16.w.packed, nullptr);
+  EXPECT_EQ(q3.w.packed, nullptr);
+}
+
+// K = 16384 makes a prefill pass (kFastPrefillBytes of int16 X rows) 16 rows long: 40 rows take
+// three passes, and each row still gets the bytes of a one-row call.
+TEST(PackedAffine, PrefillPassesGiveEachRowItsDecodeBytes) {
+  std::mt19937 rng(8);
+  ThreadPool two(2);
+  const int64_t n = 20, k = 16384, m = 40;
+  test::RandomWeights wt = test::random_weights(WeightFormat::Affine, 4, 128, DType::BF16, n, k, rng);
+  const std::vector<float> x = random_x(m, k, rng);
+  std::vector<float> all(m * n), one(n);
+  matmul(x.data(), m, wt.w, all.data(), two, Precision::Fast);
+  for (int64_t i = 0; i < m; ++i) {
+    matmul(x.data() + i * k, 1, wt.w, one.data(), two, Precision::Fast);
+    ASSERT_EQ(0, std::memcmp(one.data(), &all[i * n], n * sizeof(float))) << "row " << i;
+  }
+}
+
+}  // namespace
+}  // namespace specula
