@@ -1,5 +1,6 @@
 // `specula serve --model DIR [--draft DIR|lookup] [--host H] [--port P] [--api-key KEY] [--ctx N]
-// [--max-queue N] ...`: the OpenAI-compatible HTTP server (server/http_server.h, docs/api.md).
+// [--max-queue N] [--max-connections N] ...`: the OpenAI-compatible HTTP server
+// (server/http_server.h, docs/api.md).
 // The listener starts first (GET /health answers 503 "loading"), then the model loads with progress
 // lines on stderr, then a banner. SIGINT/SIGTERM are blocked in every thread and received by
 // sigwait in one thread (no work in a signal handler): the server stops accepting, cancels the
@@ -7,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -114,10 +116,23 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-body-bytes", args->server.max_body_bytes, "request body limit (413 beyond)")
       ->capture_default_str();
+  CLI::Option* max_connections =
+      cmd->add_option("--max-connections", args->server.max_connections,
+                      "connections held at once, idle keep-alive ones included (503 beyond; default: "
+                      "the larger of 64 and --max-queue + 8)");
+  cmd->add_option("--read-timeout-s", args->server.read_timeout_s,
+                  "seconds a client has to send its request (and each part of it)")
+      ->capture_default_str();
   cmd->add_option("--max-tokens-default", args->server.max_tokens_default,
                   "max_tokens of a request that sets none (also bounded by the context)")
       ->capture_default_str();
-  cmd->callback([args] { run_serve(*args); });
+  cmd->callback([args, max_connections] {
+    // Unset: room for every waiting request plus the running one and probes.
+    if (max_connections->count() == 0) {
+      args->server.max_connections = std::max<size_t>(args->server.max_connections, args->server.max_queue + 8);
+    }
+    run_serve(*args);
+  });
 }
 
 }  // namespace specula::cli

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "specula/model/target_model.h"
+#include "specula/server/connection_server.h"
 #include "specula/util/error.h"
 
 namespace specula::server {
@@ -28,9 +29,13 @@ bool same_secret(const std::string& given, const std::string& expected) {
   return diff == 0;
 }
 
-// A client that sends half a request, or stops reading a response, frees its thread after this.
-constexpr time_t kReadTimeoutSeconds = 30;
+// A client that stops reading a response frees its thread after this (sending half a request: the
+// read timeout, ServerOptions::read_timeout_s).
 constexpr time_t kWriteTimeoutSeconds = 30;
+// Connections the kernel completes before the accept thread takes them (nginx's default). The
+// accept thread never blocks (over --max-connections it refuses at once), so this only absorbs
+// bursts.
+constexpr int kListenBacklog = 511;
 
 using Clock = std::chrono::steady_clock;
 using httplib::Request;
@@ -85,10 +90,36 @@ struct CloseOnExit {
 constexpr auto kStreamPoll = std::chrono::milliseconds(100);
 constexpr auto kKeepAliveEvery = std::chrono::milliseconds(500);
 
+const ServerOptions& checked(const ServerOptions& o) {
+  if (o.max_connections < o.max_queue + kReservedConnections) {
+    fail("serve: --max-connections {} is too small for --max-queue {}: it must be at least {} (the waiting "
+         "requests, the running one and a few health/metrics probes)",
+         o.max_connections, o.max_queue, o.max_queue + kReservedConnections);
+  }
+  if (o.max_connections > kMaxConnectionsLimit) {
+    fail("serve: --max-connections {} is above the limit of {} (each connection has its own thread)",
+         o.max_connections, kMaxConnectionsLimit);
+  }
+  if (o.read_timeout_s < 1 || o.read_timeout_s > 3600) {
+    fail("serve: --read-timeout-s {} must be between 1 and 3600 seconds", o.read_timeout_s);
+  }
+  return o;
+}
+
+std::string too_many_connections_body(size_t max_connections) {
+  return dump(error_json(ApiError(
+      503, "server_error",
+      fmt::format("the server holds its maximum of {} connections (--max-connections); retry later", max_connections),
+      "", "too_many_connections")));
+}
+
 }  // namespace
 
 HttpServer::HttpServer(ServerOptions options)
-    : options_(std::move(options)), http_(std::make_unique<httplib::Server>()), queue_(options_.max_queue) {
+    : options_(checked(options)),
+      http_(std::make_unique<ConnectionServer>(options_.max_connections,
+                                               too_many_connections_body(options_.max_connections))),
+      queue_(options_.max_queue) {
   install_routes();
 }
 
@@ -104,6 +135,9 @@ void HttpServer::start() {
     }
     port_ = options_.port;
   }
+  if (!http_->widen_listen_backlog(kListenBacklog)) {
+    fail("serve: cannot set the listen backlog of {}:{} to {}", options_.host, port_, kListenBacklog);
+  }
   listener_ = std::thread([this] { http_->listen_after_bind(); });
 }
 
@@ -115,15 +149,14 @@ void HttpServer::set_engine(std::unique_ptr<Engine> engine) {
 void HttpServer::stop() {
   if (stopped_.exchange(true)) return;
   queue_.shutdown();  // cancels the running generation, drops the waiting ones
-  http_->stop();
+  http_->stop();      // closes the listening socket
+  // Connections that wait for a request end now rather than at their read or keep-alive timeout.
+  http_->stop_connections();
   if (listener_.joinable()) listener_.join();
 }
 
 void HttpServer::install_routes() {
   httplib::Server& http = *http_;
-  // One HTTP thread per possible waiting request, plus room for health/metrics probes.
-  const size_t threads = options_.max_queue + 8;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_payload_max_length(options_.max_body_bytes);
   // httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port and
   // silently share its traffic; a taken port must be an error.
@@ -132,7 +165,7 @@ void HttpServer::install_routes() {
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   http.set_keep_alive_timeout(2);
-  http.set_read_timeout(kReadTimeoutSeconds, 0);
+  http.set_read_timeout(static_cast<time_t>(options_.read_timeout_s), 0);
   http.set_write_timeout(kWriteTimeoutSeconds, 0);
 
   http.set_logger([this](const Request& req, const Response& res) {
@@ -185,7 +218,16 @@ void HttpServer::install_routes() {
 
   http.Get("/metrics", [this](const Request&, Response& res) {
     metrics_.set_queue_depth(static_cast<int64_t>(queue_.waiting()));
-    res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
+    std::string text = metrics_.render();
+    text += fmt::format(
+        "# HELP specula_http_connections Open HTTP connections (this one included).\n"
+        "# TYPE specula_http_connections gauge\n"
+        "specula_http_connections {}\n"
+        "# HELP specula_http_connections_refused_total Connections refused with 503 at --max-connections.\n"
+        "# TYPE specula_http_connections_refused_total counter\n"
+        "specula_http_connections_refused_total {}\n",
+        http_->open_connections(), http_->refused_connections());
+    res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
   });
 
   auto loaded = [this](Response& res) -> Engine* {

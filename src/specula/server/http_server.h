@@ -1,7 +1,7 @@
 #pragma once
-// The OpenAI-compatible HTTP server: routes, API key, body limit, the generation queue and the
-// server lifecycle. The listener starts before the model is loaded (/health answers 503 "loading"
-// until set_engine), so clients and orchestrators can watch the load.
+// The OpenAI-compatible HTTP server: routes, API key, body and connection limits, the generation
+// queue and the server lifecycle. The listener starts before the model is loaded (/health answers
+// 503 "loading" until set_engine), so clients and orchestrators can watch the load.
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -13,11 +13,9 @@
 #include "specula/server/generation_queue.h"
 #include "specula/server/metrics.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace specula::server {
+
+class ConnectionServer;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -25,12 +23,22 @@ struct ServerOptions {
   std::string api_key;                     // empty: no authentication
   size_t max_queue = 16;                   // requests waiting behind the running one
   size_t max_body_bytes = 8u << 20;
+  // Connections held at once (each has its own thread); beyond it a new connection gets an
+  // immediate 503 (server/connection_pool.h). At least max_queue + kReservedConnections.
+  size_t max_connections = 64;
+  int64_t read_timeout_s = 30;             // to send a request (and between its parts)
   int64_t max_tokens_default = 2048;
   RequestLimits limits;
 };
 
+// Connections beyond --max-queue that max_connections must leave room for: the running request and
+// a few health/metrics probes.
+inline constexpr size_t kReservedConnections = 4;
+inline constexpr size_t kMaxConnectionsLimit = 4096;  // one thread each
+
 class HttpServer {
  public:
+  // Throws specula::Error when an option is out of range (naming the flag and the limit).
   explicit HttpServer(ServerOptions options);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
@@ -51,7 +59,7 @@ class HttpServer {
   void install_routes();
 
   ServerOptions options_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<ConnectionServer> http_;
   std::unique_ptr<Engine> engine_owner_;
   std::atomic<Engine*> engine_{nullptr};
   GenerationQueue queue_;
