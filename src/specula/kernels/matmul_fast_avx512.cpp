@@ -115,6 +115,7 @@ void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq,
       for (int c = 0; c < kChains; ++c) isum[r][c] = _mm512_setzero_si512();
     }
     const int16_t* xg = xq + g * GS;
+#pragma GCC unroll 32
     for (int c = 0; c < kChunks; c += kStep) {
       _mm_prefetch(reinterpret_cast<const char*>(p + c * 32 + kPrefetchBytes), _MM_HINT_T0);
 #pragma GCC unroll 4
