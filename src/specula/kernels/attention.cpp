@@ -8,27 +8,6 @@
 
 namespace specula {
 
-namespace {
-
-// q . k with 16 partial sums (element j into sum j % 16) and a fixed pairwise reduction: the same
-// order for every row, batch and thread count, and independent chains the compiler vectorizes
-// (one running sum would be a chain of d dependent additions per key).
-float dot(const float* q, const float* k, int64_t d) {
-  constexpr int kLanes = 16;
-  float part[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= d; j += kLanes) {
-    for (int i = 0; i < kLanes; ++i) part[i] += q[j + i] * k[j + i];
-  }
-  for (int i = 0; j < d; ++i, ++j) part[i] += q[j] * k[j];
-  for (int width = kLanes / 2; width >= 1; width /= 2) {
-    for (int i = 0; i < width; ++i) part[i] += part[i + width];
-  }
-  return part[0];
-}
-
-}  // namespace
-
 void attention(const float* q, int64_t rows, int64_t ld_q, int64_t first_position, const KvStoreView& kv,
                const AttentionParams& params, float* out, int64_t ld_out, ThreadPool& pool) {
   if (rows <= 0) return;
@@ -55,7 +34,7 @@ void attention(const float* q, int64_t rows, int64_t ld_q, int64_t first_positio
 
       float m = -INFINITY;
       for (int64_t t = 0; t < n; ++t) {
-        const float s = dot(qv, kv.k_row(lo + t) + kvh * d, d) * params.scale;
+        const float s = attention_dot(qv, kv.k_row(lo + t) + kvh * d, d) * params.scale;
         weights[t] = s;
         m = std::max(m, s);
       }

@@ -49,6 +49,23 @@ void attention(const float* q, int64_t rows, int64_t ld_q, int64_t first_positio
                const AttentionParams& params, float* out, int64_t ld_out, ThreadPool& pool);
 
 // The first key position visible from a query at `position` (window 0 = no window).
+// q . k with 16 partial sums (element j into sum j % 16) and a fixed pairwise reduction: the same
+// order for every row, batch and thread count, and independent chains the compiler vectorizes
+// (one running sum would be a chain of d dependent additions per key).
+inline float attention_dot(const float* q, const float* k, int64_t d) {
+  constexpr int kLanes = 16;
+  float part[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= d; j += kLanes) {
+    for (int i = 0; i < kLanes; ++i) part[i] += q[j + i] * k[j + i];
+  }
+  for (int i = 0; j < d; ++i, ++j) part[i] += q[j] * k[j];
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int i = 0; i < width; ++i) part[i] += part[i + width];
+  }
+  return part[0];
+}
+
 inline int64_t attention_first_key(int64_t position, int64_t window) {
   if (window <= 0) return 0;
   const int64_t lo = position - window + 1;

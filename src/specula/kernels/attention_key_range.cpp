@@ -27,10 +27,7 @@ void attention_key_range(const float* q, int64_t heads, const KvStoreView& kv, i
       const float* qv = q + h * d;
       float m = -INFINITY;
       for (int64_t t = 0; t < n; ++t) {
-        const float* kr = kv.k_row(key_begin + t) + kvh * d;
-        float s = 0.0f;
-        for (int64_t j = 0; j < d; ++j) s += qv[j] * kr[j];
-        s *= scale;
+        const float s = attention_dot(qv, kv.k_row(key_begin + t) + kvh * d, d) * scale;
         weights[static_cast<size_t>(t)] = s;
         m = std::max(m, s);
       }
