@@ -17,7 +17,9 @@ namespace specula {
 // Fast: the inner products run on integer or bf16 activations where the CPU has the instructions
 // (int16 activations x quantized weights with AVX-512 VNNI, bf16 hi+lo activations x bf16 weights
 // with AVX512-BF16); norms, softmax, RoPE, residuals and the KV cache stay f32. Both modes are
-// batch invariant and deterministic.
+// batch invariant and deterministic. Quantized matrices are read in the packed layout of
+// kernels/packed_affine.h (WeightMatrix::packed, set once by the models at load; packed per call
+// otherwise, with the same result).
 enum class Precision { Exact, Fast };
 // "exact" or "fast"; throws specula::Error naming the value.
 Precision parse_precision(const std::string& text);
