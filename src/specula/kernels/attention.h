@@ -52,7 +52,7 @@ void attention(const float* q, int64_t rows, int64_t ld_q, int64_t first_positio
 // q . k with 16 partial sums (element j into sum j % 16) and a fixed pairwise reduction: the same
 // order for every row, batch and thread count, and independent chains the compiler vectorizes
 // (one running sum would be a chain of d dependent additions per key).
-inline float attention_dot(const float* q, const float* k, int64_t d) {
+[[gnu::always_inline]] inline float attention_dot(const float* q, const float* k, int64_t d) {
   constexpr int kLanes = 16;
   float part[kLanes] = {};
   int64_t j = 0;
@@ -65,6 +65,13 @@ inline float attention_dot(const float* q, const float* k, int64_t d) {
   }
   return part[0];
 }
+
+// One query head over the keys [first_key, first_key + n) of KV head `kvh`, unmasked: scores in
+// ascending key position (attention_dot, times `scale`), f32 softmax with its sum in that order,
+// weighted V sum in the same order, out[d] = that sum / the softmax sum. `scores` holds n floats
+// and `acc` head_dim floats of scratch. The kernel of attention() and attention_key_range().
+void attend_one_head(const float* q, const KvStoreView& kv, int64_t kvh, int64_t first_key, int64_t n, float scale,
+                     float* scores, float* acc, float* out);
 
 inline int64_t attention_first_key(int64_t position, int64_t window) {
   if (window <= 0) return 0;

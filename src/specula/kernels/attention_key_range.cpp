@@ -24,27 +24,7 @@ void attention_key_range(const float* q, int64_t heads, const KvStoreView& kv, i
     std::vector<float> acc(static_cast<size_t>(d));
     for (int64_t h = begin; h < end; ++h) {
       const int64_t kvh = h / group;
-      const float* qv = q + h * d;
-      float m = -INFINITY;
-      for (int64_t t = 0; t < n; ++t) {
-        const float s = attention_dot(qv, kv.k_row(key_begin + t) + kvh * d, d) * scale;
-        weights[static_cast<size_t>(t)] = s;
-        m = std::max(m, s);
-      }
-      float sum = 0.0f;
-      for (int64_t t = 0; t < n; ++t) {
-        weights[static_cast<size_t>(t)] = std::exp(weights[static_cast<size_t>(t)] - m);
-        sum += weights[static_cast<size_t>(t)];
-      }
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t t = 0; t < n; ++t) {
-        const float* vr = kv.v_row(key_begin + t) + kvh * d;
-        const float w = weights[static_cast<size_t>(t)];
-        for (int64_t j = 0; j < d; ++j) acc[static_cast<size_t>(j)] += w * vr[j];
-      }
-      const float inv = 1.0f / sum;
-      float* o = out + h * d;
-      for (int64_t j = 0; j < d; ++j) o[j] = acc[static_cast<size_t>(j)] * inv;
+      attend_one_head(q + h * d, kv, kvh, key_begin, n, scale, weights.data(), acc.data(), out + h * d);
     }
   });
 }
