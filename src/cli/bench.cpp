@@ -19,6 +19,7 @@
 #include "specula/bench/bench_suite.h"
 #include "specula/bench/synthetic_models.h"
 #include "specula/kernels/isa.h"
+#include "specula/model/packed_cache.h"
 #include "specula/util/error.h"
 
 namespace specula::cli {
@@ -70,6 +71,7 @@ void run_bench(const BenchArgs& a) {
   for (int t : a.threads)  // each count once, in the order given
     if (std::find(o.threads.begin(), o.threads.end(), t) == o.threads.end()) o.threads.push_back(t);
   o.precision = parse_precision(a.precision);
+  o.packed_cache_dir = default_packed_cache_dir();
   if (a.runs > 0) o.runs = a.runs;
   if (a.prompt_tokens > 0) o.prompt_tokens = a.prompt_tokens;
   if (a.decode_tokens > 0) o.decode_tokens = a.decode_tokens;

@@ -25,6 +25,7 @@
 
 #include "cli/commands.h"
 #include "specula/engine/engine.h"
+#include "specula/model/packed_cache.h"
 #include "specula/util/error.h"
 
 namespace specula::cli {
@@ -165,6 +166,7 @@ int run_chat(const ChatArgs& a) {
   eo.max_context = a.ctx;
   eo.prefill_chunk = a.prefill_chunk;
   eo.precision = parse_precision(a.precision);
+  eo.packed_cache_dir = default_packed_cache_dir();
   block_sigint_in_new_threads();
   std::unique_ptr<Engine> engine = Engine::load(eo, [](const std::string& line) { write_err(line + "\n"); });
   unblock_sigint();  // a Ctrl-C pressed while loading ends the program here (default action)

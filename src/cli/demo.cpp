@@ -21,6 +21,7 @@
 
 #include "cli/commands.h"
 #include "specula/engine/engine.h"
+#include "specula/model/packed_cache.h"
 #include "specula/synth/plan.h"
 #include "specula/synth/writer.h"
 #include "specula/util/error.h"
@@ -188,6 +189,7 @@ void run_demo(const DemoArgs& a) {
   eo.gamma = a.gamma;
   eo.threads = a.threads;
   eo.prompt_cache = false;
+  eo.packed_cache_dir = default_packed_cache_dir();
   std::unique_ptr<Engine> engine = Engine::load(eo, [](const std::string& line) { say(line + "\n"); });
   if (engine->tokenizer() == nullptr) fail("{}/tokenizer.json not found: the demo needs the tokenizer", eo.model_dir);
 

@@ -33,6 +33,7 @@ void run_logits(const LogitsArgs& a) {
   TargetOptions opts;
   opts.prefill_chunk = a.prefill_chunk;
   opts.precision = parse_precision(a.precision);
+  opts.packed_cache_dir = default_packed_cache_dir();
   auto model = TargetModel::load(a.model, opts);
   ThreadPool pool(a.threads);
   TargetCache cache = model->new_cache();

@@ -37,11 +37,18 @@ struct RunArgs {
   std::string precision = "fast";
 };
 
+// " (packed weights: cache hit)" after the load time in fast precision; nothing in exact.
+std::string packed_note(PackedSource source) {
+  if (source == PackedSource::None) return {};
+  return fmt::format(" (packed weights: {})", packed_source_name(source));
+}
+
 void run_run(const RunArgs& a, const std::vector<int32_t>& prompt, TextOutput* text) {
   TargetOptions opts;
   opts.prefill_chunk = a.prefill_chunk;
   opts.max_context = a.max_context;
   opts.precision = parse_precision(a.precision);
+  opts.packed_cache_dir = default_packed_cache_dir();
   const auto t0 = std::chrono::steady_clock::now();
   auto model = TargetModel::load(a.model, opts);
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -62,6 +69,7 @@ void run_run(const RunArgs& a, const std::vector<int32_t>& prompt, TextOutput* t
                             {"prefill_tok_per_s", s.prefill_tok_per_s()},
                             {"decode_tok_per_s", s.decode_tok_per_s()},
                             {"load_ms", load_ms},
+                            {"packed_weights", packed_source_name(model->packed_source())},
                             {"stop_reason", res.stop_reason},
                             {"threads", pool.size()}};
     nlohmann::json doc = {{"tokens", res.tokens}, {"stats", stats}};
@@ -70,10 +78,10 @@ void run_run(const RunArgs& a, const std::vector<int32_t>& prompt, TextOutput* t
     std::fputs(out.c_str(), stdout);
   } else {
     print_run_output(res.tokens, text);
-    std::fputs(fmt::format("load {:.1f} ms | prefill {} tokens, {:.1f} tok/s | decode {} tokens, {:.2f} tok/s | "
+    std::fputs(fmt::format("load {:.1f} ms{} | prefill {} tokens, {:.1f} tok/s | decode {} tokens, {:.2f} tok/s | "
                            "stop: {} | {} threads\n",
-                           load_ms, s.prompt_tokens, s.prefill_tok_per_s(), s.generated_tokens, s.decode_tok_per_s(),
-                           res.stop_reason, pool.size())
+                           load_ms, packed_note(model->packed_source()), s.prompt_tokens, s.prefill_tok_per_s(),
+                           s.generated_tokens, s.decode_tok_per_s(), res.stop_reason, pool.size())
                    .c_str(),
                stderr);
   }

@@ -22,6 +22,7 @@
 #include "cli/commands.h"
 #include "specula/engine/engine.h"
 #include "specula/kernels/isa.h"
+#include "specula/model/packed_cache.h"
 #include "specula/server/http_server.h"
 #include "specula/util/error.h"
 
@@ -42,6 +43,7 @@ void print_line(const std::string& line, FILE* stream = stdout) {
 
 void run_serve(ServeArgs a) {
   a.engine.precision = parse_precision(a.precision);
+  a.engine.packed_cache_dir = default_packed_cache_dir();
   if (a.server.max_tokens_default < 1) fail("serve: --max-tokens-default {} must be >= 1", a.server.max_tokens_default);
 
   // Block the shutdown signals before any thread starts, so every thread inherits the mask and only

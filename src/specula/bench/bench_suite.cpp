@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "specula/io/checkpoint_summary.h"
 #include "specula/model/generate.h"
@@ -129,17 +132,22 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
 
   TargetOptions to;
   to.precision = o.precision;
+  to.packed_cache_dir = o.packed_cache_dir;
   to.rollback_reserve = std::max({to.rollback_reserve, o.max_verify_width, largest_gamma(cases) + 1});
   // Loads are mmap + validation: cheap, so the load time is a median of runs too.
   std::unique_ptr<TargetModel> model;
   std::vector<double> loads;
+  std::vector<std::string> packed_loads;  // fast precision: each load's time and packed-weight source
   for (int64_t r = 0; r < o.runs; ++r) {
     model.reset();
     const auto t0 = Clock::now();
     model = TargetModel::load(m.model_dir, to);
     loads.push_back(ms_since(t0));
+    if (model->packed_source() != PackedSource::None)
+      packed_loads.push_back(fmt::format("{:.0f} ms {}", loads.back(), packed_source_name(model->packed_source())));
   }
   fig.load_ms = median(loads);
+  if (!packed_loads.empty()) log(fmt::format("{}: target loads: {}", m.name, fmt::join(packed_loads, ", ")));
   std::unique_ptr<Drafter> drafter;
   if (with_drafter) {
     loads.clear();

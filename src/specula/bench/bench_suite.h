@@ -35,6 +35,7 @@ struct SuiteOptions {
   int64_t auto_max_gamma = 8;       // `--gamma auto`'s largest gamma (as `specula run` uses it)
   uint64_t bandwidth_bytes = 1ull << 30;
   uint32_t seed = 1;
+  std::string packed_cache_dir;     // TargetOptions::packed_cache_dir ("" = no cache file)
 
   // The --quick settings: a few tokens, one run, a smaller bandwidth buffer (for tests).
   static SuiteOptions quick();

@@ -48,6 +48,7 @@ struct EngineOptions {
   int64_t prefill_chunk = 512;
   Precision precision = Precision::Fast;
   bool prompt_cache = true;
+  std::string packed_cache_dir;          // TargetOptions::packed_cache_dir ("" = no cache file)
 };
 
 // A progress line while loading ("loading target 3/7 ...").

@@ -4,33 +4,100 @@
 #include <cmath>
 #include <vector>
 
+#include "specula/kernels/attention_kernels.h"
+#include "specula/kernels/isa.h"
 #include "specula/util/error.h"
 
 namespace specula {
 
-// Baseline x86-64 code (no FMA contraction possible), so its bytes are the same on every CPU.
-void attend_one_head(const float* q, const KvStoreView& kv, int64_t kvh, int64_t first_key, int64_t n, float scale,
-                     float* scores, float* acc, float* out) {
+namespace {
+
+// The portable loops (baseline x86-64 code: no FMA contraction possible, so the bytes are the same
+// on every CPU). The AVX-512 kernels compute the same bytes (attention_avx512.cpp).
+void scores_portable(const HeadTask& task, const KvStoreView& kv, int64_t kvh, float scale, float* scores) {
   const int64_t d = kv.head_dim;
-  float m = -INFINITY;
-  for (int64_t t = 0; t < n; ++t) {
-    const float s = attention_dot(q, kv.k_row(first_key + t) + kvh * d, d) * scale;
-    scores[t] = s;
-    m = std::max(m, s);
-  }
-  float sum = 0.0f;
-  for (int64_t t = 0; t < n; ++t) {
-    scores[t] = std::exp(scores[t] - m);
-    sum += scores[t];
-  }
+  for (int64_t t = 0; t < task.n; ++t)
+    scores[t] = attention_dot(task.q, kv.k_row(task.first_key + t) + kvh * d, d) * scale;
+}
+
+void weighted_v_portable(const HeadTask& task, const KvStoreView& kv, int64_t kvh, const float* w, float inv,
+                         float* acc) {
+  const int64_t d = kv.head_dim;
   std::fill(acc, acc + d, 0.0f);
-  for (int64_t t = 0; t < n; ++t) {
-    const float* vr = kv.v_row(first_key + t) + kvh * d;
-    const float w = scores[t];
-    for (int64_t j = 0; j < d; ++j) acc[j] += w * vr[j];
+  for (int64_t t = 0; t < task.n; ++t) {
+    const float* vr = kv.v_row(task.first_key + t) + kvh * d;
+    for (int64_t j = 0; j < d; ++j) acc[j] += w[t] * vr[j];
   }
-  const float inv = 1.0f / sum;
-  for (int64_t j = 0; j < d; ++j) out[j] = acc[j] * inv;
+  for (int64_t j = 0; j < d; ++j) task.out[j] = acc[j] * inv;
+}
+
+}  // namespace
+
+void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, float scale,
+                  AttentionScratch& scratch) {
+  if (count <= 0) return;
+  const int64_t d = kv.head_dim;
+  // Scores of task i live at scores[i * span + (key - lo)] over the union [lo, lo + span) of the
+  // tasks' key ranges.
+  int64_t lo = tasks[0].first_key, hi = lo;
+  for (int64_t i = 0; i < count; ++i) {
+    lo = std::min(lo, tasks[i].first_key);
+    hi = std::max(hi, tasks[i].first_key + tasks[i].n);
+  }
+  const int64_t span = hi - lo;
+  if (static_cast<int64_t>(scratch.scores.size()) < count * span) scratch.scores.resize(static_cast<size_t>(count * span));
+  if (static_cast<int64_t>(scratch.acc.size()) < count * (d + 1)) scratch.acc.resize(static_cast<size_t>(count * (d + 1)));
+  float* scores = scratch.scores.data();
+  float* inv = scratch.acc.data() + count * d;  // one 1 / softmax sum per task
+#if defined(SPECULA_X86)
+  const bool wide = active_isa() == Isa::Avx512;
+#else
+  const bool wide = false;
+#endif
+  if (wide) {
+#if defined(SPECULA_X86)
+    detail::attention_scores_avx512(tasks, count, kv, kvh, lo, span, scale, scores);
+#endif
+  } else {
+    for (int64_t i = 0; i < count; ++i)
+      scores_portable(tasks[i], kv, kvh, scale, scores + i * span + (tasks[i].first_key - lo));
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    float* si = scores + i * span + (tasks[i].first_key - lo);
+    const int64_t n = tasks[i].n;
+    float m = -INFINITY;
+    for (int64_t t = 0; t < n; ++t) m = std::max(m, si[t]);
+    float total = 0.0f;
+    for (int64_t t = 0; t < n; ++t) {
+      si[t] = std::exp(si[t] - m);
+      total += si[t];
+    }
+    inv[i] = 1.0f / total;
+  }
+  if (wide) {
+#if defined(SPECULA_X86)
+    detail::weighted_v_avx512(tasks, count, kv, kvh, lo, span, scores, inv, scratch.acc.data());
+#endif
+  } else {
+    for (int64_t i = 0; i < count; ++i)
+      weighted_v_portable(tasks[i], kv, kvh, scores + i * span + (tasks[i].first_key - lo), inv[i],
+                          scratch.acc.data());
+  }
+}
+
+AttentionWorkSplit attention_work_split(int64_t rows, int64_t kv_heads, int64_t group, int threads) {
+  constexpr int64_t kMaxRows = 8;
+  AttentionWorkSplit s;
+  s.heads = group;
+  if (rows * kv_heads < threads && group > 1) {
+    const int64_t parts = std::min<int64_t>(group, (threads + rows * kv_heads - 1) / (rows * kv_heads));
+    s.heads = (group + parts - 1) / parts;
+  }
+  // Row blocks: enough of them for the threads (with the KV heads), at most kMaxRows rows each,
+  // and of near-equal sizes.
+  const int64_t row_parts = std::max<int64_t>((threads + kv_heads - 1) / kv_heads, (rows + kMaxRows - 1) / kMaxRows);
+  s.rows = std::max<int64_t>(1, (rows + row_parts - 1) / row_parts);
+  return s;
 }
 
 void attention(const float* q, int64_t rows, int64_t ld_q, int64_t first_position, const KvStoreView& kv,
@@ -42,21 +109,27 @@ void attention(const float* q, int64_t rows, int64_t ld_q, int64_t first_positio
   if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0)
     fail("attention: {} query heads cannot be grouped over {} KV heads", heads, kv_heads);
   const int64_t group = heads / kv_heads;
-  const int64_t max_keys = params.window > 0 ? std::min(params.window, first_position + rows)
-                                             : first_position + rows;
+  const AttentionWorkSplit split = attention_work_split(rows, kv_heads, group, pool.size());
+  const int64_t row_items = (rows + split.rows - 1) / split.rows;
+  const int64_t slices = (group + split.heads - 1) / split.heads;
 
-  pool.parallel_for(rows * heads, 1, [&](int, int64_t begin, int64_t end) {
-    std::vector<float> weights(static_cast<size_t>(max_keys));
-    std::vector<float> acc(static_cast<size_t>(d));
+  pool.parallel_for(row_items * kv_heads * slices, 1, [&](int, int64_t begin, int64_t end) {
+    AttentionScratch scratch;
+    std::vector<HeadTask> tasks;
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t r = item / heads;
-      const int64_t h = item % heads;
-      const int64_t kvh = h / group;
-      const int64_t pos = first_position + r;
-      const int64_t lo = attention_first_key(pos, params.window);
-      const int64_t n = pos - lo + 1;
-      attend_one_head(q + r * ld_q + h * d, kv, kvh, lo, n, params.scale, weights.data(), acc.data(),
-                      out + r * ld_out + h * d);
+      const int64_t r0 = item / (kv_heads * slices) * split.rows;
+      const int64_t r1 = std::min(rows, r0 + split.rows);
+      const int64_t kvh = item / slices % kv_heads;
+      const int64_t h0 = kvh * group + item % slices * split.heads;
+      const int64_t h1 = std::min(h0 + split.heads, (kvh + 1) * group);
+      tasks.clear();
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t pos = first_position + r;
+        const int64_t lo = attention_first_key(pos, params.window);
+        for (int64_t h = h0; h < h1; ++h)
+          tasks.push_back({q + r * ld_q + h * d, out + r * ld_out + h * d, lo, pos - lo + 1});
+      }
+      attend_heads(tasks.data(), static_cast<int64_t>(tasks.size()), kv, kvh, params.scale, scratch);
     }
   });
 }

@@ -9,6 +9,7 @@
 // of the query position only, so a row's bytes are identical whether its keys were written by a
 // prefill chunk of any size or by single-token decode steps, and for any thread count.
 #include <cstdint>
+#include <vector>
 
 #include "specula/util/thread_pool.h"
 
@@ -44,7 +45,7 @@ struct AttentionParams {
 
 // q: rows x [heads][head_dim] (row stride ld_q); out: rows x [heads][head_dim] (row stride ld_out).
 // Query row r sits at absolute position first_position + r. Every key position the rows can see
-// must be present in `kv`. Parallel over (row, head) pairs.
+// must be present in `kv`. Parallel over (row, KV head, slice of its query heads).
 void attention(const float* q, int64_t rows, int64_t ld_q, int64_t first_position, const KvStoreView& kv,
                const AttentionParams& params, float* out, int64_t ld_out, ThreadPool& pool);
 
@@ -66,12 +67,39 @@ void attention(const float* q, int64_t rows, int64_t ld_q, int64_t first_positio
   return part[0];
 }
 
-// One query head over the keys [first_key, first_key + n) of KV head `kvh`, unmasked: scores in
-// ascending key position (attention_dot, times `scale`), f32 softmax with its sum in that order,
-// weighted V sum in the same order, out[d] = that sum / the softmax sum. `scores` holds n floats
-// and `acc` head_dim floats of scratch. The kernel of attention() and attention_key_range().
-void attend_one_head(const float* q, const KvStoreView& kv, int64_t kvh, int64_t first_key, int64_t n, float scale,
-                     float* scores, float* acc, float* out);
+// One query head's attention: q (head_dim floats) over the keys [first_key, first_key + n) of one
+// KV head, unmasked, written to out (head_dim floats).
+struct HeadTask {
+  const float* q = nullptr;
+  float* out = nullptr;
+  int64_t first_key = 0;
+  int64_t n = 0;  // >= 1
+};
+
+// Scratch of attend_heads(): scores count x (union key span) floats, acc count x head_dim floats.
+struct AttentionScratch {
+  std::vector<float> scores, acc;
+};
+
+// Runs `count` tasks that all read KV head `kvh`. Per task: scores in ascending key position
+// (attention_dot, times `scale`), f32 softmax with its sum in that order, weighted V sum in the
+// same order, out = that sum / the softmax sum. With AVX-512 the tasks share every K and V row
+// while it is in L1 (the query heads of a GQA group, and the rows of a verify or prefill chunk,
+// read the KV head once between them, not once each); every task's arithmetic is the same as
+// alone, so how tasks are grouped changes no bit. The kernel of attention() and
+// attention_key_range().
+void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, float scale,
+                  AttentionScratch& scratch);
+
+// How attention() and attention_key_range() split (query row, KV head, query head) work into
+// items for the pool: `rows` consecutive query rows times `heads` query heads of one KV head.
+struct AttentionWorkSplit {
+  int64_t rows = 1;
+  int64_t heads = 1;
+};
+// Whole GQA groups and as many rows per item (at most 8) as keep every thread busy; groups split
+// into ceil(group / heads) parts only when rows x KV heads are fewer than the threads.
+AttentionWorkSplit attention_work_split(int64_t rows, int64_t kv_heads, int64_t group, int threads);
 
 inline int64_t attention_first_key(int64_t position, int64_t window) {
   if (window <= 0) return 0;

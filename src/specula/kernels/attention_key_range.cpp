@@ -19,12 +19,18 @@ void attention_key_range(const float* q, int64_t heads, const KvStoreView& kv, i
   const int64_t group = heads / kv_heads;
   const int64_t n = key_end - key_begin;
 
-  pool.parallel_for(heads, 1, [&](int, int64_t begin, int64_t end) {
-    std::vector<float> weights(static_cast<size_t>(n));
-    std::vector<float> acc(static_cast<size_t>(d));
-    for (int64_t h = begin; h < end; ++h) {
-      const int64_t kvh = h / group;
-      attend_one_head(q + h * d, kv, kvh, key_begin, n, scale, weights.data(), acc.data(), out + h * d);
+  const AttentionWorkSplit split = attention_work_split(1, kv_heads, group, pool.size());
+  const int64_t slices = (group + split.heads - 1) / split.heads;
+  pool.parallel_for(kv_heads * slices, 1, [&](int, int64_t begin, int64_t end) {
+    AttentionScratch scratch;
+    std::vector<HeadTask> tasks;
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t kvh = item / slices;
+      const int64_t h0 = kvh * group + item % slices * split.heads;
+      const int64_t h1 = std::min(h0 + split.heads, (kvh + 1) * group);
+      tasks.clear();
+      for (int64_t h = h0; h < h1; ++h) tasks.push_back({q + h * d, out + h * d, key_begin, n});
+      attend_heads(tasks.data(), static_cast<int64_t>(tasks.size()), kv, kvh, scale, scratch);
     }
   });
 }

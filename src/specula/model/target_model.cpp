@@ -11,6 +11,7 @@
 #include "specula/kernels/quant.h"
 #include "specula/kernels/rms_norm.h"
 #include "specula/kernels/softmax.h"
+#include "specula/model/fused_matrices.h"
 #include "specula/model/logits_check.h"
 #include "specula/util/error.h"
 
@@ -21,6 +22,7 @@ struct TargetModel::Workspace {
   std::vector<float> x;           // residual stream [n][H]
   std::vector<float> normed;      // [n][H]
   std::vector<float> q, k, v;     // projections
+  std::vector<float> qkv;         // [n][q | k | v] of a fused projection
   std::vector<float> attn;        // [n][nH*D]
   std::vector<float> branch;      // [n][H] block outputs
   std::vector<float> branch2;     // [n][H]
@@ -45,15 +47,24 @@ void add_inplace(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
-// down(gelu(gate(in)) * up(in)) for n rows -> out [n][down.rows].
+// down(gelu(gate(in)) * up(in)) for n rows -> out [n][down.rows]. `gate_up`: gate and up as one
+// packed matrix (model/fused_matrices.h), used when the fast kernels run it.
 void geglu_mlp(const float* in, int64_t n, const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
-               std::vector<float>& g, std::vector<float>& u, float* out, ThreadPool& pool, Precision precision) {
+               const std::optional<WeightMatrix>& gate_up, std::vector<float>& g, std::vector<float>& u, float* out,
+               ThreadPool& pool, Precision precision) {
   const int64_t width = gate.rows;
   ensure(g, n * width);
-  ensure(u, n * width);
-  matmul(in, n, gate, g.data(), pool, precision);
-  matmul(in, n, up, u.data(), pool, precision);
-  gelu_tanh_mul(g.data(), u.data(), g.data(), n * width);
+  if (precision == Precision::Fast && gate_up && fast_matmul_supported(*gate_up)) {
+    ensure(u, n * 2 * width);
+    matmul(in, n, *gate_up, u.data(), pool, precision);  // row r: [gate | up]
+    for (int64_t r = 0; r < n; ++r)
+      gelu_tanh_mul(u.data() + r * 2 * width, u.data() + r * 2 * width + width, g.data() + r * width, width);
+  } else {
+    ensure(u, n * width);
+    matmul(in, n, gate, g.data(), pool, precision);
+    matmul(in, n, up, u.data(), pool, precision);
+    gelu_tanh_mul(g.data(), u.data(), g.data(), n * width);
+  }
   matmul(g.data(), n, down, out, pool, precision);
 }
 
@@ -84,19 +95,39 @@ TargetModel::TargetModel(std::unique_ptr<TargetCheckpoint> checkpoint, const Tar
       fail("{}: layer {} has {} attention heads, not a multiple of its {} KV heads", checkpoint_->config.source,
            g.index, t.num_attention_heads, g.num_kv_heads);
   }
-  if (options_.precision == Precision::Fast) pack_for_fast_kernels();
+  if (options_.precision == Precision::Fast) {
+    pack_for_fast_kernels();
+    fuse_projections();
+  }
 }
 
-// Fast precision reads quantized matrices in their packed layout (kernels/packed_affine.h): pack
-// them once here, and let go of each one's checkpoint pages once packed, so the model holds the
-// weights once, not twice (gathers from the embedding tables fault their rows back in).
+void TargetModel::fuse_projections() {
+  fused_.resize(weights_.layers.size());
+  for (size_t li = 0; li < weights_.layers.size(); ++li) {
+    const TargetLayerWeights& L = weights_.layers[li];
+    if (L.k_proj && L.v_proj) {
+      fused_[li].qkv = fuse_packed({&L.q_proj, &*L.k_proj, &*L.v_proj});
+    } else if (L.k_proj) {
+      fused_[li].qkv = fuse_packed({&L.q_proj, &*L.k_proj});  // k = v layers
+    }
+    fused_[li].gate_up = fuse_packed({&L.gate_proj, &L.up_proj});
+  }
+}
+
+// Fast precision reads quantized matrices in their packed layout (kernels/packed_affine.h): map
+// it from the cache file when one matches (model/packed_cache.h), else pack them once here and
+// let go of each one's checkpoint pages once packed, so the model holds the weights once, not
+// twice (gathers from the embedding tables fault their rows back in).
 void TargetModel::pack_for_fast_kernels() {
   std::vector<WeightMatrix*> fast;
   for (WeightMatrix* w : weights_.matmul_matrices()) {
     if (packable(*w) && fast_matmul_supported(*w)) fast.push_back(w);
   }
   const TensorStore& store = checkpoint_->store;
-  packed_ = pack_matrices(fast, ThreadPool::global(), [&store](const WeightMatrix& w) {
+  PackedCacheOptions cache;
+  cache.dir = options_.packed_cache_dir;
+  cache.min_bytes = options_.packed_cache_min_bytes;
+  packed_ = load_packed_weights(store, fast, cache, ThreadPool::global(), [&store](const WeightMatrix& w) {
     const auto groups = static_cast<size_t>(w.rows * w.groups_per_row()) * dtype_size(w.scale_dtype);
     store.release_pages(w.data, static_cast<size_t>(w.rows * w.row_bytes()));
     store.release_pages(w.scales, groups);
@@ -236,6 +267,8 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
 
   for (int64_t li = 0; li < NL; ++li) {
     const TargetLayerWeights& L = W.layers[static_cast<size_t>(li)];
+    static const FusedProjections kNotFused;
+    const FusedProjections& F = fused_.empty() ? kNotFused : fused_[static_cast<size_t>(li)];
     const LayerGeometry& g = L.geometry;
     const int64_t D = g.head_dim;
     const int64_t nH = T.num_attention_heads;
@@ -262,21 +295,38 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
     rms_norm(x, n, H, H, L.input_layernorm.data(), eps, normed, H);
     ensure(ws.q, n * qw);
     float* q = ws.q.data();
-    matmul(normed, n, L.q_proj, q, pool, options_.precision);
+    const bool owns_kv = cache.owns(static_cast<int>(li));
+    const bool fused_qkv = owns_kv && options_.precision == Precision::Fast && F.qkv && fast_matmul_supported(*F.qkv);
+    if (fused_qkv) {
+      // One matmul for q, k (and v); row r of its output: [q | k | v].
+      const int64_t width = F.qkv->rows;
+      ensure(ws.qkv, n * width);
+      ensure(ws.k, n * kvw);
+      ensure(ws.v, n * kvw);
+      matmul(normed, n, *F.qkv, ws.qkv.data(), pool, options_.precision);
+      for (int64_t r = 0; r < n; ++r) {
+        const float* row = ws.qkv.data() + r * width;
+        std::memcpy(q + r * qw, row, sizeof(float) * qw);
+        std::memcpy(ws.k.data() + r * kvw, row + qw, sizeof(float) * kvw);
+        if (!g.k_eq_v) std::memcpy(ws.v.data() + r * kvw, row + qw + kvw, sizeof(float) * kvw);
+      }
+    } else {
+      matmul(normed, n, L.q_proj, q, pool, options_.precision);
+    }
     rms_norm_inplace(q, n * nH, D, L.q_norm.data(), eps);
     for (int64_t r = 0; r < n; ++r) rope_apply(q + r * qw, nH, L.rope, rc + r * pairs, rs + r * pairs);
 
     KvCache& kv = cache.for_layer(static_cast<int>(li));
-    if (cache.owns(static_cast<int>(li))) {
+    if (owns_kv) {
       kv.reserve_write(n);
       ensure(ws.k, n * kvw);
       ensure(ws.v, n * kvw);
       float* k = ws.k.data();
       float* v = ws.v.data();
-      matmul(normed, n, *L.k_proj, k, pool, options_.precision);
+      if (!fused_qkv) matmul(normed, n, *L.k_proj, k, pool, options_.precision);
       if (g.k_eq_v) {
         std::memcpy(v, k, sizeof(float) * n * kvw);  // V = the raw k_proj output, before k_norm
-      } else {
+      } else if (!fused_qkv) {
         matmul(normed, n, *L.v_proj, v, pool, options_.precision);
       }
       rms_norm_inplace(k, n * nKV, D, L.k_norm.data(), eps);
@@ -302,13 +352,15 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
     // ---- feed-forward block ----
     if (!L.moe) {
       rms_norm(x, n, H, H, L.pre_feedforward_layernorm.data(), eps, normed, H);
-      geglu_mlp(normed, n, L.gate_proj, L.up_proj, L.down_proj, ws.gate, ws.up, br, pool, options_.precision);
+      geglu_mlp(normed, n, L.gate_proj, L.up_proj, L.down_proj, F.gate_up, ws.gate, ws.up, br, pool,
+                options_.precision);
       rms_norm_inplace(br, n, H, L.post_feedforward_layernorm.data(), eps);
       add_inplace(x, br, n * H);
     } else {
       // Dense branch.
       rms_norm(x, n, H, H, L.pre_feedforward_layernorm.data(), eps, normed, H);
-      geglu_mlp(normed, n, L.gate_proj, L.up_proj, L.down_proj, ws.gate, ws.up, br, pool, options_.precision);
+      geglu_mlp(normed, n, L.gate_proj, L.up_proj, L.down_proj, F.gate_up, ws.gate, ws.up, br, pool,
+                options_.precision);
       rms_norm_inplace(br, n, H, L.post_feedforward_layernorm_1.data(), eps);
       // Router (HF): RMSNorm(r) * scale * H^-0.5 -> proj -> softmax over the top-k -> * per_expert_scale.
       const int64_t E = static_cast<int64_t>(L.expert_gate.size());
@@ -347,8 +399,8 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
         ensure(ws.expert_out, m * H);
         for (int64_t j = 0; j < m; ++j)
           std::memcpy(ws.expert_in.data() + j * H, normed + (ws.expert_rows[j] / K) * H, sizeof(float) * H);
-        geglu_mlp(ws.expert_in.data(), m, L.expert_gate[e], L.expert_up[e], L.expert_down[e], ws.gate, ws.up,
-                  ws.expert_out.data(), pool, options_.precision);
+        geglu_mlp(ws.expert_in.data(), m, L.expert_gate[e], L.expert_up[e], L.expert_down[e], std::nullopt, ws.gate,
+                  ws.up, ws.expert_out.data(), pool, options_.precision);
         for (int64_t j = 0; j < m; ++j)
           std::memcpy(ws.moe_out.data() + ws.expert_rows[j] * H, ws.expert_out.data() + j * H, sizeof(float) * H);
       }

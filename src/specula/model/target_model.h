@@ -10,6 +10,7 @@
 // are the same bytes for any chunk size, any split into calls, and any thread count.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "specula/io/checkpoint.h"
 #include "specula/kernels/matmul.h"
 #include "specula/kernels/packed_affine.h"
+#include "specula/model/packed_cache.h"
 #include "specula/model/target_cache.h"
 #include "specula/model/target_weights.h"
 #include "specula/util/thread_pool.h"
@@ -28,6 +30,10 @@ struct TargetOptions {
   int64_t rollback_reserve = 16;   // >= the largest speculative gamma
   int64_t max_context = 0;         // 0 = the config's max_position_embeddings
   Precision precision = Precision::Exact;  // matmul precision of the target (and its drafter)
+  // Fast precision: the directory where the packed layout is kept between loads
+  // (model/packed_cache.h); empty = no cache file. The CLI sets default_packed_cache_dir().
+  std::string packed_cache_dir;
+  uint64_t packed_cache_min_bytes = 64ull << 20;  // smaller packed weights are not cached
 };
 
 // Which of the fed rows come back.
@@ -66,6 +72,8 @@ class TargetModel {
   int64_t hidden_size() const { return weights_.hidden_size; }
   // The longest context accepted: min(max_position_embeddings, options.max_context).
   int64_t max_context() const { return max_context_; }
+  // Where the fast kernels' layout came from at load (None in exact precision).
+  PackedSource packed_source() const { return packed_.source; }
   // config eos_token_id ∪ generation_config eos_token_id (SPEC Part I #6), sorted, unique.
   std::vector<int32_t> eos_token_ids() const;
 
@@ -83,11 +91,17 @@ class TargetModel {
   struct Workspace;
   void forward_chunk(TargetCache& cache, const int32_t* tokens, int64_t n, Workspace& ws, ThreadPool& pool) const;
   void pack_for_fast_kernels();
+  void fuse_projections();
 
   std::unique_ptr<TargetCheckpoint> checkpoint_;
   TargetOptions options_;
   TargetWeights weights_;
-  PackedBuffer packed_;  // fast precision: the quantized matrices in the fast kernels' layout
+  PackedWeights packed_;  // fast precision: the quantized matrices in the fast kernels' layout
+  // Per layer, fast precision: q/k(/v) and gate/up as one packed matrix each (model/fused_matrices.h).
+  struct FusedProjections {
+    std::optional<WeightMatrix> qkv, gate_up;
+  };
+  std::vector<FusedProjections> fused_;
   int64_t max_context_ = 0;
 };
 

@@ -173,9 +173,12 @@ std::vector<WeightMatrix*> TargetWeights::matmul_matrices() {
   std::vector<WeightMatrix*> out = {&lm_head};
   if (ple_width > 0) out.push_back(&per_layer_model_projection);
   for (TargetLayerWeights& L : layers) {
-    for (WeightMatrix* w : {&L.q_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj}) out.push_back(w);
+    // q, k, v and gate, up back to back: the fast kernels may then run each set as one matmul
+    // (model/fused_matrices.h).
+    out.push_back(&L.q_proj);
     if (L.k_proj) out.push_back(&*L.k_proj);
     if (L.v_proj) out.push_back(&*L.v_proj);
+    for (WeightMatrix* w : {&L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj}) out.push_back(w);
     if (L.ple) {
       out.push_back(&L.per_layer_input_gate);
       out.push_back(&L.per_layer_projection);

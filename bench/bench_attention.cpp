@@ -1,0 +1,89 @@
+// Decode attention (one query row) at Gemma-4-E4B geometry: 8 query heads over 2 KV heads, head
+// dim 256 (sliding layers) and 512 (full layers), contexts 128 / 512 / 2048 keys, portable
+// (scalar) vs AVX-512 kernels, 1 and 2 threads. Several distinct K/V stores are cycled so the keys
+// come from memory as they do in a forward pass of 42 layers. Counter "GB/s" = K and V bytes read.
+//
+//   build-*/bench/bench_attention --benchmark_min_time=0.3
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "specula/kernels/attention.h"
+#include "specula/kernels/isa.h"
+
+namespace specula {
+namespace {
+
+constexpr int64_t kHeads = 8, kKvHeads = 2;
+constexpr int kStores = 24;  // > L3 for the larger shapes: keys stream from DRAM
+
+struct KvStores {
+  std::vector<std::vector<float>> k, v;
+  std::vector<const float*> kp, vp;  // one block per store
+};
+
+const KvStores& stores(int64_t keys, int64_t dim) {
+  static int64_t cached_keys = 0, cached_dim = 0;
+  static std::unique_ptr<KvStores> slot;
+  if (slot && cached_keys == keys && cached_dim == dim) return *slot;
+  slot = std::make_unique<KvStores>();
+  cached_keys = keys;
+  cached_dim = dim;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int s = 0; s < kStores; ++s) {
+    slot->k.emplace_back(static_cast<size_t>(keys * kKvHeads * dim));
+    slot->v.emplace_back(static_cast<size_t>(keys * kKvHeads * dim));
+    for (float& x : slot->k.back()) x = nd(rng);
+    for (float& x : slot->v.back()) x = nd(rng);
+    slot->kp.push_back(slot->k.back().data());
+    slot->vp.push_back(slot->v.back().data());
+  }
+  return *slot;
+}
+
+void BM_DecodeAttention(benchmark::State& state) {
+  const int64_t keys = state.range(0);
+  const int64_t dim = state.range(1);
+  const bool wide = state.range(2) != 0;
+  const int threads = static_cast<int>(state.range(3));
+  if (wide && detected_isa() != Isa::Avx512) {
+    state.SkipWithError("no AVX-512 on this CPU");
+    return;
+  }
+  const KvStores& kv = stores(keys, dim);
+  set_active_isa(wide ? Isa::Avx512 : Isa::Scalar);
+  ThreadPool pool(threads);
+  std::vector<float> q(static_cast<size_t>(kHeads * dim), 0.01f), out(q.size());
+  AttentionParams p;
+  p.heads = kHeads;
+  int s = 0;
+  for (auto _ : state) {
+    KvStoreView view;
+    view.k_blocks = &kv.kp[s];
+    view.v_blocks = &kv.vp[s];
+    view.block_rows = keys;
+    view.kv_heads = kKvHeads;
+    view.head_dim = dim;
+    attention(q.data(), 1, kHeads * dim, keys - 1, view, p, out.data(), kHeads * dim, pool);
+    benchmark::DoNotOptimize(out.data());
+    s = (s + 1) % kStores;
+  }
+  set_active_isa(detected_isa());
+  const double bytes = 2.0 * static_cast<double>(keys * kKvHeads * dim) * sizeof(float);
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(BM_DecodeAttention)
+    ->ArgNames({"keys", "dim", "avx512", "threads"})
+    ->ArgsProduct({{128, 512, 2048}, {256, 512}, {0, 1}, {1, 2}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace specula
+
+BENCHMARK_MAIN();

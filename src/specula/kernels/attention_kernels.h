@@ -1,0 +1,22 @@
+#pragma once
+// Internal: the AVX-512 halves of attend_heads() (kernels/attention.cpp dispatches on
+// active_isa()). They compute the same bytes as the portable loops there.
+#include <cstdint>
+
+#include "specula/kernels/attention.h"
+
+namespace specula::detail {
+
+#if defined(SPECULA_X86)
+// scores[i * span + (t - lo)] = attention_dot(tasks[i].q, K row of key t) * scale for each task's
+// keys t; [lo, lo + span) holds every task's range.
+void attention_scores_avx512(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,
+                             int64_t span, float scale, float* scores);
+
+// tasks[i].out[j] = (sum over the task's keys t ascending of w[i * span + (t - lo)] * V[t][j]) * inv[i];
+// acc: count * head_dim floats of scratch.
+void weighted_v_avx512(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,
+                       int64_t span, const float* w, const float* inv, float* acc);
+#endif
+
+}  // namespace specula::detail

@@ -1,0 +1,151 @@
+// attention() and attention_key_range() give the same bytes with the AVX-512 kernels as with the
+// portable loops, and for any thread count (which regroups the query heads of a GQA group), over
+// ring-wrapped and block-split K/V stores, head dims with and without a 16-lane tail, and GQA
+// groups wider than the kernels' register blocks.
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "specula/kernels/attention.h"
+#include "specula/kernels/attention_key_range.h"
+#include "specula/kernels/isa.h"
+
+namespace specula {
+namespace {
+
+struct Shape {
+  int64_t heads, kv_heads, dim;
+  int64_t block_rows, wrap;  // wrap 0 = linear
+  int64_t window;
+};
+
+// A K/V store of `physical` rows in blocks of block_rows, filled with random values whose scale
+// varies by row (so the softmax weights spread over many orders of magnitude).
+struct Store {
+  std::vector<std::vector<float>> k, v;
+  std::vector<const float*> kp, vp;
+  KvStoreView view;
+
+  Store(const Shape& s, int64_t physical, std::mt19937& rng) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const int64_t row = s.kv_heads * s.dim;
+    const int64_t blocks = (physical + s.block_rows - 1) / s.block_rows;
+    for (int64_t b = 0; b < blocks; ++b) {
+      k.emplace_back(static_cast<size_t>(s.block_rows * row));
+      v.emplace_back(static_cast<size_t>(s.block_rows * row));
+      for (size_t i = 0; i < k.back().size(); ++i) {
+        const float scale = 1.0f + static_cast<float>(i / static_cast<size_t>(row) % 5);
+        k.back()[i] = nd(rng) * scale;
+        v.back()[i] = nd(rng);
+      }
+      kp.push_back(k.back().data());
+      vp.push_back(v.back().data());
+    }
+    view.k_blocks = kp.data();
+    view.v_blocks = vp.data();
+    view.block_rows = s.block_rows;
+    view.wrap = s.wrap;
+    view.kv_heads = s.kv_heads;
+    view.head_dim = s.dim;
+  }
+};
+
+std::vector<float> run_attention(const Shape& s, const Store& st, const std::vector<float>& q, int64_t rows,
+                                 int64_t first_position, Isa isa, int threads) {
+  set_active_isa(isa);
+  ThreadPool pool(threads);
+  AttentionParams p;
+  p.heads = s.heads;
+  p.window = s.window;
+  p.scale = 0.75f;
+  std::vector<float> out(q.size(), -1.0f);
+  const int64_t ld = s.heads * s.dim;
+  attention(q.data(), rows, ld, first_position, st.view, p, out.data(), ld, pool);
+  set_active_isa(detected_isa());
+  return out;
+}
+
+std::vector<float> run_key_range(const Shape& s, const Store& st, const std::vector<float>& q, int64_t begin,
+                                 int64_t end, Isa isa, int threads) {
+  set_active_isa(isa);
+  ThreadPool pool(threads);
+  std::vector<float> out(q.size(), -1.0f);
+  attention_key_range(q.data(), s.heads, st.view, begin, end, 0.75f, out.data(), pool);
+  set_active_isa(detected_isa());
+  return out;
+}
+
+bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+const Shape kShapes[] = {
+    {8, 2, 256, 64, 0, 0},      // E4B sliding-layer geometry, linear store
+    {8, 2, 512, 32, 0, 0},      // full-attention head dim
+    {4, 4, 40, 16, 48, 24},     // no GQA, dim with a 8-lane tail, ring store with a window
+    {20, 1, 24, 8, 0, 0},       // one KV head for 20 query heads (> 16 per slice, > 4 per V block)
+    {6, 3, 7, 5, 40, 20},       // dim below one vector
+};
+
+TEST(AttentionIsa, AttentionSameBytesForEveryKernelAndThreadCount) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(testing::Message() << "heads " << s.heads << " kv " << s.kv_heads << " dim " << s.dim);
+    const int64_t positions = 70;
+    const Store st(s, s.wrap > 0 ? s.wrap : positions, rng);
+    // Decode-like (1 row) and chunk-like (several rows) queries. Both kernels read the same
+    // physical rows for a position, so a ring's contents need not be a real history here.
+    for (const auto& [rows, first] : {std::pair<int64_t, int64_t>{1, 0}, {1, 37}, {5, 60}, {13, 0}}) {
+      std::vector<float> q(static_cast<size_t>(rows * s.heads * s.dim));
+      for (float& x : q) x = nd(rng);
+      const std::vector<float> want = run_attention(s, st, q, rows, first, Isa::Scalar, 1);
+      EXPECT_TRUE(same_bytes(want, run_attention(s, st, q, rows, first, Isa::Scalar, 3))) << "rows " << rows;
+      for (int threads : {1, 2, 3, 5}) {
+        EXPECT_TRUE(same_bytes(want, run_attention(s, st, q, rows, first, detected_isa(), threads)))
+            << "rows " << rows << " at " << first << ", " << isa_name(detected_isa()) << ", " << threads
+            << " threads";
+      }
+    }
+  }
+}
+
+TEST(AttentionIsa, KeyRangeSameBytesForEveryKernelAndThreadCount) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(testing::Message() << "heads " << s.heads << " kv " << s.kv_heads << " dim " << s.dim);
+    const int64_t positions = s.wrap > 0 ? s.wrap : 70;
+    const Store st(s, positions, rng);
+    for (const auto& [begin, end] : {std::pair<int64_t, int64_t>{0, 1}, {3, 12}, {0, positions}, {9, 26}}) {
+      std::vector<float> q(static_cast<size_t>(s.heads * s.dim));
+      for (float& x : q) x = nd(rng);
+      const std::vector<float> want = run_key_range(s, st, q, begin, end, Isa::Scalar, 1);
+      for (int threads : {1, 2, 3}) {
+        EXPECT_TRUE(same_bytes(want, run_key_range(s, st, q, begin, end, detected_isa(), threads)))
+            << "keys [" << begin << ", " << end << "), " << threads << " threads";
+      }
+    }
+  }
+}
+
+TEST(AttentionIsa, WorkSplitGivesEveryThreadWork) {
+  auto split = [](int64_t rows, int64_t kv_heads, int64_t group, int threads) {
+    const AttentionWorkSplit s = attention_work_split(rows, kv_heads, group, threads);
+    return std::pair<int64_t, int64_t>{s.rows, s.heads};
+  };
+  using P = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(split(1, 2, 4, 2), P(1, 4));    // decode, 2 KV heads, 2 threads: whole groups
+  EXPECT_EQ(split(1, 1, 4, 2), P(1, 2));    // one KV head: the group in halves
+  EXPECT_EQ(split(1, 1, 4, 16), P(1, 1));   // never below one head
+  EXPECT_EQ(split(1, 2, 8, 8), P(1, 2));
+  EXPECT_EQ(split(5, 1, 5, 2), P(3, 5));    // verify of 5 rows, one KV head: rows 3 + 2
+  EXPECT_EQ(split(4, 2, 4, 2), P(4, 4));    // verify of 4 rows: one item per KV head
+  EXPECT_EQ(split(9, 2, 4, 2), P(5, 4));    // at most 8 rows an item, near-equal blocks
+  EXPECT_EQ(split(512, 2, 4, 2), P(8, 4));  // prefill
+}
+
+}  // namespace
+}  // namespace specula
