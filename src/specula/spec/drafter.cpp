@@ -72,33 +72,45 @@ std::vector<float> vector_of(const TensorView* t, int64_t length, const std::str
 }
 
 // Rows ids[0..n) of `table` copied into the buffers, as a matrix of the same format (the ids were
-// checked against the table by the caller's token ordering).
+// checked against the table by the caller's token ordering). The rows are scattered over a table
+// of hundreds of MB, so the copy waits on memory: it runs on the pool's threads and fetches a few
+// rows ahead.
 WeightMatrix gather_stored_rows(const WeightMatrix& table, const int32_t* ids, int64_t n, std::vector<uint8_t>& data,
-                                std::vector<uint8_t>& scales, std::vector<uint8_t>& biases) {
+                                std::vector<uint8_t>& scales, std::vector<uint8_t>& biases, ThreadPool& pool) {
   WeightMatrix rows = table;
   rows.rows = n;
   const auto row_bytes = static_cast<size_t>(table.row_bytes());
   data.resize(row_bytes * static_cast<size_t>(n));
   const size_t sb_bytes = static_cast<size_t>(table.groups_per_row()) * dtype_size(table.scale_dtype);
-  if (table.format == WeightFormat::Affine) {
+  const bool affine = table.format == WeightFormat::Affine;
+  if (affine) {
     scales.resize(sb_bytes * static_cast<size_t>(n));
     biases.resize(sb_bytes * static_cast<size_t>(n));
   }
   for (int64_t i = 0; i < n; ++i) {
     if (ids[i] < 0 || ids[i] >= table.rows)
       fail("drafter: candidate id {} is outside the embedding's {} rows", ids[i], table.rows);
-    const auto id = static_cast<size_t>(ids[i]);
-    std::memcpy(data.data() + row_bytes * static_cast<size_t>(i), static_cast<const uint8_t*>(table.data) + row_bytes * id,
-                row_bytes);
-    if (table.format == WeightFormat::Affine) {
-      std::memcpy(scales.data() + sb_bytes * static_cast<size_t>(i),
-                  static_cast<const uint8_t*>(table.scales) + sb_bytes * id, sb_bytes);
-      std::memcpy(biases.data() + sb_bytes * static_cast<size_t>(i),
-                  static_cast<const uint8_t*>(table.biases) + sb_bytes * id, sb_bytes);
-    }
   }
+  const auto* src = static_cast<const uint8_t*>(table.data);
+  constexpr int64_t kAhead = 8;  // rows fetched ahead of the one copied
+  pool.parallel_for(n, 64, [&](int, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      if (i + kAhead < end) {
+        const uint8_t* next = src + row_bytes * static_cast<size_t>(ids[i + kAhead]);
+        for (size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(next + b);
+      }
+      const auto id = static_cast<size_t>(ids[i]);
+      std::memcpy(data.data() + row_bytes * static_cast<size_t>(i), src + row_bytes * id, row_bytes);
+      if (affine) {
+        std::memcpy(scales.data() + sb_bytes * static_cast<size_t>(i),
+                    static_cast<const uint8_t*>(table.scales) + sb_bytes * id, sb_bytes);
+        std::memcpy(biases.data() + sb_bytes * static_cast<size_t>(i),
+                    static_cast<const uint8_t*>(table.biases) + sb_bytes * id, sb_bytes);
+      }
+    }
+  });
   rows.data = data.data();
-  if (table.format == WeightFormat::Affine) {
+  if (affine) {
     rows.scales = scales.data();
     rows.biases = biases.data();
   }
@@ -311,9 +323,14 @@ void Drafter::head(const float* x, DraftStep& out, ThreadPool& pool) const {
                 token_ordering_.data() + ws.top[static_cast<size_t>(c)] * cluster_size_,
                 sizeof(int32_t) * static_cast<size_t>(cluster_size_));
   WeightMatrix rows;
-  if (step_precision(embed_tokens_, precision) == Precision::Fast && fast_matmul_supported(embed_tokens_)) {
-    // The candidate rows in their stored format, so the fast kernel scores them.
-    rows = gather_stored_rows(embed_tokens_, out.candidate_ids.data(), n, ws.raw_rows, ws.raw_scales, ws.raw_biases);
+  // The candidate rows in their stored format when a kernel takes them so: the fast kernel scores
+  // quantized rows, and the exact kernels treat dense rows (bf16, f16, f32) alike, widening each
+  // weight to f32 exactly, so a dense table skips the f32 copy (twice the bytes) for the same
+  // scores. Quantized rows in exact precision are dequantized to f32 as before.
+  if (embed_tokens_.format != WeightFormat::Affine ||
+      (step_precision(embed_tokens_, precision) == Precision::Fast && fast_matmul_supported(embed_tokens_))) {
+    rows = gather_stored_rows(embed_tokens_, out.candidate_ids.data(), n, ws.raw_rows, ws.raw_scales, ws.raw_biases,
+                              pool);
   } else {
     ws.gathered.resize(static_cast<size_t>(n * hidden_));
     gather_rows(embed_tokens_, out.candidate_ids.data(), n, ws.gathered.data());
