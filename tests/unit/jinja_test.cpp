@@ -405,6 +405,32 @@ TEST(Jinja, ContainersAreSharedByReference) {
   EXPECT_EQ(render("{% for i in [1, 2] %}{% set l = [] %}{% set _ = l.append(i) %}{{ l }}{% endfor %}"), "[1][2]");
 }
 
+TEST(Jinja, ValuesCannotContainThemselves) {
+  // Found by the chat_template fuzzer (fuzz/regressions/chat_template/namespace-contains-itself):
+  // a namespace holding itself printed forever (stack overflow) and was never freed.
+  for (const std::string& source :
+       {std::string("{% set ns = namespace(x=0) %}{% set ns.x = ns %}{{ ns.x }}"),
+        std::string("{% set ns = namespace(x=0) %}{% set ns.x = [1, {'a': ns}] %}"),
+        std::string("{% set l = [1] %}{% set _ = l.append(l) %}{{ l }}"),
+        std::string("{% set l = [1] %}{% set _ = l.extend([[l]]) %}")}) {
+    const TemplateError e = runtime_error_of(source);
+    EXPECT_NE(std::string(e.what()).find("contain itself"), std::string::npos) << source << ": " << e.what();
+  }
+  // Sharing without a cycle is fine, as in Python.
+  EXPECT_EQ(render("{% set l = [1] %}{% set _ = l.extend(l) %}{% set m = [l, l] %}{{ m }}"), "[[1, 1], [1, 1]]");
+}
+
+TEST(Jinja, DeeplyNestedValuesFailToPrintInsteadOfOverflowing) {
+  const std::string nest =
+      "{% set ns = namespace(x=1) %}{% for i in range(300) %}{% set ns.x = [ns.x] %}{% endfor %}";
+  for (const std::string& out : {std::string("{{ ns.x }}"), std::string("{{ ns.x | tojson }}")}) {
+    const TemplateError e = runtime_error_of(nest + out);
+    EXPECT_NE(std::string(e.what()).find("nested deeper than 200 levels"), std::string::npos) << out << ": " << e.what();
+  }
+  EXPECT_EQ(render("{% set ns = namespace(x=1) %}{% for i in range(3) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}"),
+            "[[[1]]]");
+}
+
 TEST(Jinja, ContextKeepsInsertionOrder) {
   nlohmann::ordered_json ctx;
   ctx["d"] = nlohmann::ordered_json::object();

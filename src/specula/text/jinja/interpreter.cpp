@@ -146,6 +146,9 @@ class Interpreter {
           if (target.kind != Kind::Object || !target.object->assignable) {
             op_fail(fmt::format("cannot assign attribute on non-namespace object '{}'", s.targets[0]));
           }
+          if (reaches(value, target.object.get()))
+            op_fail(fmt::format("cannot assign '{}' to an attribute of itself (a namespace cannot contain itself)",
+                                s.targets[0]));
           target.object->attributes.set(Value::from_string(s.attribute), std::move(value));
         } else {
           assign_targets(s.targets, value, *scope);

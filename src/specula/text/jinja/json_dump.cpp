@@ -55,7 +55,12 @@ std::string key_text(const Value& key) {
   }
 }
 
+// Past this depth a value is an error (Python: "Circular reference detected"), not a stack overflow.
+constexpr int kMaxJsonDepth = 200;
+
 void dump(std::string& out, const Value& v, const JsonDumpOptions& o, int level) {
+  if (level > kMaxJsonDepth)
+    op_fail(fmt::format("cannot serialize a value nested deeper than {} levels (circular reference?)", kMaxJsonDepth));
   auto newline = [&](int depth) {
     out.push_back('\n');
     for (int i = 0; i < depth; ++i) out += *o.indent;

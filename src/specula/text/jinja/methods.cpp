@@ -224,6 +224,7 @@ std::optional<Value> list_method(const Value& self, const std::string& name) {
   if (name == "append") {
     return make([list](CallArgs& a) {
       if (a.positional.size() != 1) op_fail(fmt::format("append() takes exactly one argument ({} given)", a.positional.size()));
+      if (reaches(a.positional[0], list.get())) op_fail("append(): a list cannot contain itself");
       list->items.push_back(a.positional[0]);
       return Value::none();
     });
@@ -232,6 +233,9 @@ std::optional<Value> list_method(const Value& self, const std::string& name) {
     return make([list](CallArgs& a) {
       if (a.positional.size() != 1 || !a.positional[0].is_list()) op_fail("extend() takes exactly one list argument");
       const auto items = a.positional[0].list->items;
+      for (const Value& item : items) {
+        if (reaches(item, list.get())) op_fail("extend(): a list cannot contain itself");
+      }
       list->items.insert(list->items.end(), items.begin(), items.end());
       return Value::none();
     });

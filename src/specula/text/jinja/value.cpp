@@ -2,6 +2,9 @@
 
 #include <charconv>
 #include <cmath>
+#include <optional>
+#include <unordered_set>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -171,7 +174,29 @@ std::string Value::str() const {
   }
 }
 
+namespace {
+// repr() recurses into lists, dicts and objects; a value that contains itself (`set ns.x = ns`)
+// or is nested absurdly deep would overflow the stack. Past this depth it is an error instead.
+constexpr int kMaxReprDepth = 200;
+thread_local int repr_depth = 0;
+
+struct ReprLevel {
+  ReprLevel() {
+    if (repr_depth >= kMaxReprDepth)
+      op_fail(fmt::format("cannot print a value nested deeper than {} levels (does it contain itself?)",
+                          kMaxReprDepth));
+    ++repr_depth;
+  }
+  ~ReprLevel() { --repr_depth; }
+  ReprLevel(const ReprLevel&) = delete;
+  ReprLevel& operator=(const ReprLevel&) = delete;
+};
+}  // namespace
+
 std::string Value::repr() const {
+  const bool container = kind == Kind::List || kind == Kind::Dict || kind == Kind::Object;
+  std::optional<ReprLevel> level;
+  if (container) level.emplace();
   switch (kind) {
     case Kind::Undefined: return "Undefined";
     case Kind::None: return "None";
@@ -264,6 +289,32 @@ void CallArgs::check_keywords(std::string_view callee, std::initializer_list<std
     for (auto a : allowed) ok = ok || kw.first == a;
     if (!ok) op_fail(fmt::format("{}() got an unexpected keyword argument '{}'", callee, kw.first));
   }
+}
+
+bool reaches(const Value& v, const void* container) {
+  std::vector<const Value*> todo = {&v};
+  std::unordered_set<const void*> seen;
+  while (!todo.empty()) {
+    const Value* x = todo.back();
+    todo.pop_back();
+    const void* id = x->kind == Kind::List ? static_cast<const void*>(x->list.get())
+                     : x->kind == Kind::Dict ? static_cast<const void*>(x->dict.get())
+                     : x->kind == Kind::Object ? static_cast<const void*>(x->object.get())
+                                               : nullptr;
+    if (id == nullptr) continue;
+    if (id == container) return true;
+    if (!seen.insert(id).second) continue;
+    if (x->kind == Kind::List) {
+      for (const Value& item : x->list->items) todo.push_back(&item);
+    } else {
+      const Dict& d = x->kind == Kind::Dict ? *x->dict : x->object->attributes;
+      for (const auto& [k, val] : d.entries) {
+        todo.push_back(&k);
+        todo.push_back(&val);
+      }
+    }
+  }
+  return false;
 }
 
 bool equals(const Value& a, const Value& b) {

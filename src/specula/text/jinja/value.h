@@ -99,6 +99,12 @@ struct Function {
   std::function<Value(CallArgs&)> call;
 };
 
+// Whether `v` is, or holds through lists, dicts and objects, the container at `container`. Values
+// are shared by reference and freed by reference counts, so a container made to hold itself
+// (`set ns.x = ns`, `l.append(l)`) would never be freed and would print forever: the mutations
+// refuse it.
+bool reaches(const Value& v, const void* container);
+
 // Python equality (1 == 1.0 == True; containers compare element-wise; Undefined == Undefined).
 bool equals(const Value& a, const Value& b);
 // Python ordering for sort/compare: numbers with numbers, strings with strings, lists
