@@ -412,7 +412,8 @@ TEST(Jinja, ValuesCannotContainThemselves) {
        {std::string("{% set ns = namespace(x=0) %}{% set ns.x = ns %}{{ ns.x }}"),
         std::string("{% set ns = namespace(x=0) %}{% set ns.x = [1, {'a': ns}] %}"),
         std::string("{% set l = [1] %}{% set _ = l.append(l) %}{{ l }}"),
-        std::string("{% set l = [1] %}{% set _ = l.extend([[l]]) %}")}) {
+        std::string("{% set l = [1] %}{% set _ = l.extend([[l]]) %}"),
+        std::string("{% set l = [1] %}{% set _ = l.append(l.append) %}")}) {
     const TemplateError e = runtime_error_of(source);
     EXPECT_NE(std::string(e.what()).find("contain itself"), std::string::npos) << source << ": " << e.what();
   }

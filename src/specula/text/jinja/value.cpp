@@ -297,6 +297,10 @@ bool reaches(const Value& v, const void* container) {
   while (!todo.empty()) {
     const Value* x = todo.back();
     todo.pop_back();
+    // A bound list or dict method holds its container where this walk cannot see it: refused
+    // as if it closed a cycle (templates have no reason to store one).
+    if (x->kind == Kind::Function && (x->function->name.starts_with("list.") || x->function->name.starts_with("dict.")))
+      return true;
     const void* id = x->kind == Kind::List ? static_cast<const void*>(x->list.get())
                      : x->kind == Kind::Dict ? static_cast<const void*>(x->dict.get())
                      : x->kind == Kind::Object ? static_cast<const void*>(x->object.get())

@@ -102,7 +102,8 @@ struct Function {
 // Whether `v` is, or holds through lists, dicts and objects, the container at `container`. Values
 // are shared by reference and freed by reference counts, so a container made to hold itself
 // (`set ns.x = ns`, `l.append(l)`) would never be freed and would print forever: the mutations
-// refuse it.
+// refuse it. A bound list or dict method (`l.append`) counts as reaching every container: it holds
+// its own where this walk cannot see.
 bool reaches(const Value& v, const void* container);
 
 // Python equality (1 == 1.0 == True; containers compare element-wise; Undefined == Undefined).
