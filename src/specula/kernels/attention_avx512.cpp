@@ -79,6 +79,23 @@ class RowPrefetcher {
   int64_t bytes_, offset_, left_;
 };
 
+// The head's part of the K or V rows of keys [lo, lo + span), handed out block by block, with the
+// rows kPrefetchKeys ahead prefetched.
+class KeyRows {
+ public:
+  KeyRows(const float* const* blocks, const KvStoreView& kv, int64_t lo, int64_t span, int64_t kvh)
+      : walk_(blocks, kv, lo), ahead_(blocks, kv, lo, span, kvh, kPrefetchKeys), offset_(kvh * kv.head_dim) {}
+  // Fills rows[0, keys) with the next `keys` keys' rows.
+  void next(int keys, const float** rows) {
+    for (int r = 0; r < keys; ++r, walk_.next(), ahead_.advance()) rows[r] = walk_.row() + offset_;
+  }
+
+ private:
+  RowWalker walk_;
+  RowPrefetcher ahead_;
+  int64_t offset_;
+};
+
 // attention_dot's fold: part[i] += part[i + width] for width 8, 4, 2, 1.
 inline float fold16(__m512 v) {
   // (The masked extracts: GCC 12 warns about the undefined source of the unmasked ones.)
@@ -143,12 +160,11 @@ void attention_scores_avx512(const HeadTask* tasks, int64_t count, const KvStore
                              int64_t span, float scale, float* scores) {
   const int64_t d = kv.head_dim;
   // Tasks in the inner loop: each block of K rows is read from memory once for all of them.
-  RowWalker walk(kv.k_blocks, kv, lo);
-  RowPrefetcher ahead(kv.k_blocks, kv, lo, span, kvh, kPrefetchKeys);
+  KeyRows key_rows(kv.k_blocks, kv, lo, span, kvh);
   const float* k[kKeysAtOnce];
   for (int64_t u = 0; u < span; u += kKeysAtOnce) {
     const int keys = static_cast<int>(min_i64(kKeysAtOnce, span - u));
-    for (int r = 0; r < keys; ++r, walk.next(), ahead.advance()) k[r] = walk.row() + kvh * d;
+    key_rows.next(keys, k);
     for (int64_t i = 0; i < count; ++i) {
       const int64_t b = tasks[i].first_key - lo;
       const int64_t e = b + tasks[i].n;
@@ -171,12 +187,11 @@ void weighted_v_avx512(const HeadTask* tasks, int64_t count, const KvStoreView& 
   int64_t begin[kHeadsAtOnce], end[kHeadsAtOnce];
   // Keys in blocks whose V rows stay in L1 while every (tasks, 64 dims) slice of them is summed:
   // each V row comes from memory once.
-  RowWalker walk(kv.v_blocks, kv, lo);
-  RowPrefetcher ahead(kv.v_blocks, kv, lo, span, kvh, kPrefetchKeys);
+  KeyRows value_rows(kv.v_blocks, kv, lo, span, kvh);
   const float* rows[kKeyBlock];
   for (int64_t u0 = 0; u0 < span; u0 += kKeyBlock) {
     const int keys = static_cast<int>(min_i64(kKeyBlock, span - u0));
-    for (int r = 0; r < keys; ++r, walk.next(), ahead.advance()) rows[r] = walk.row() + kvh * d;
+    value_rows.next(keys, rows);
     for (int64_t h0 = 0; h0 < count; h0 += kHeadsAtOnce) {
       const int heads = static_cast<int>(min_i64(kHeadsAtOnce, count - h0));
       for (int i = 0; i < heads; ++i) {
