@@ -114,10 +114,18 @@ void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq,
 #pragma GCC unroll 4
       for (int c = 0; c < kChains; ++c) isum[r][c] = _mm512_setzero_si512();
     }
-    const int16_t* xg = xq + g * GS;
+    // One pointer per X row, hidden from the optimizer: otherwise GCC hoists every (row, chunk)
+    // address of the unrolled loop out of the group loop and reloads them from spill slots.
+    const int16_t* xr[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      xr[r] = xq + r * ldq + g * GS;
+      asm("" : "+r"(xr[r]));
+    }
 #pragma GCC unroll 32
     for (int c = 0; c < kChunks; c += kStep) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + c * 32 + kPrefetchBytes), _MM_HINT_T0);
+      if (c % 2 == 0)  // once per 64-byte line
+        _mm_prefetch(reinterpret_cast<const char*>(p + c * 32 + kPrefetchBytes), _MM_HINT_T0);
 #pragma GCC unroll 4
       for (int u = 0; u < kStep; ++u) {
         const __m512i raw = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + (c + u) * 32)));
@@ -126,14 +134,14 @@ void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq,
           const __m512i hi = _mm512_srli_epi16(raw, 4);           // inputs k+2, k+3
 #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
-            const int16_t* x = xg + r * ldq + 4 * (c + u);
+            const int16_t* x = xr[r] + 4 * (c + u);
             isum[r][2 * u] = _mm512_dpwssd_epi32(isum[r][2 * u], lo, pair(x));
             isum[r][2 * u + 1] = _mm512_dpwssd_epi32(isum[r][2 * u + 1], hi, pair(x + 2));
           }
         } else {
 #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
-            isum[r][u] = _mm512_dpwssd_epi32(isum[r][u], raw, pair(xg + r * ldq + 2 * (c + u)));
+            isum[r][u] = _mm512_dpwssd_epi32(isum[r][u], raw, pair(xr[r] + 2 * (c + u)));
           }
         }
       }
