@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "specula/kernels/activation.h"
 #include "specula/kernels/attention.h"
@@ -47,6 +48,25 @@ void add_inplace(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
+// Row-wise work (norms, GeGLU) on every thread of the pool when there is enough of it (a prefill
+// chunk); less (a decode step's norms) runs on the calling thread, where a hand-off would cost more
+// than the work. Rows are independent, so the bytes do not depend on the split.
+constexpr int64_t kParallelElements = 65536;
+
+void for_rows(ThreadPool& pool, int64_t rows, int64_t row_elements,
+              const std::function<void(int64_t, int64_t)>& fn) {
+  if (rows < 2 || rows * row_elements < kParallelElements || pool.size() == 1) return fn(0, rows);
+  pool.parallel_for(rows, 1, [&](int, int64_t begin, int64_t end) { fn(begin, end); });
+}
+
+// rms_norm over contiguous rows of `dim` (in place when y == x), split by rows as above.
+void rms_norm_rows(ThreadPool& pool, const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
+                   float* y) {
+  for_rows(pool, rows, dim, [&](int64_t r0, int64_t r1) {
+    rms_norm(x + r0 * dim, r1 - r0, dim, dim, weight, eps, y + r0 * dim, dim);
+  });
+}
+
 // down(gelu(gate(in)) * up(in)) for n rows -> out [n][down.rows]. `gate_up`: gate and up as one
 // packed matrix (model/fused_matrices.h), used when the fast kernels run it.
 void geglu_mlp(const float* in, int64_t n, const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
@@ -57,13 +77,17 @@ void geglu_mlp(const float* in, int64_t n, const WeightMatrix& gate, const Weigh
   if (precision == Precision::Fast && gate_up && fast_matmul_supported(*gate_up)) {
     ensure(u, n * 2 * width);
     matmul(in, n, *gate_up, u.data(), pool, precision);  // row r: [gate | up]
-    for (int64_t r = 0; r < n; ++r)
-      gelu_tanh_mul(u.data() + r * 2 * width, u.data() + r * 2 * width + width, g.data() + r * width, width);
+    for_rows(pool, n, width, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        gelu_tanh_mul(u.data() + r * 2 * width, u.data() + r * 2 * width + width, g.data() + r * width, width);
+    });
   } else {
     ensure(u, n * width);
     matmul(in, n, gate, g.data(), pool, precision);
     matmul(in, n, up, u.data(), pool, precision);
-    gelu_tanh_mul(g.data(), u.data(), g.data(), n * width);
+    for_rows(pool, n, width, [&](int64_t r0, int64_t r1) {
+      gelu_tanh_mul(g.data() + r0 * width, u.data() + r0 * width, g.data() + r0 * width, (r1 - r0) * width);
+    });
   }
   matmul(g.data(), n, down, out, pool, precision);
 }
@@ -261,7 +285,7 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
     const float combine = static_cast<float>(1.0 / std::sqrt(2.0));
     float* ple = ws.ple.data();
     for (int64_t i = 0; i < n * PW; ++i) ple[i] *= proj_scale;
-    rms_norm_inplace(ple, n * NL, P, W.per_layer_projection_norm.data(), eps);
+    rms_norm_rows(pool, ple, n * NL, P, W.per_layer_projection_norm.data(), eps, ple);
     for (int64_t i = 0; i < n * PW; ++i) ple[i] = (ple[i] + ws.ple_tok[i] * tok_scale) * combine;
   }
 
@@ -292,7 +316,7 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
     // ---- attention block (SPEC §5.3 (1)) ----
     ensure(ws.normed, n * H);
     float* normed = ws.normed.data();
-    rms_norm(x, n, H, H, L.input_layernorm.data(), eps, normed, H);
+    rms_norm_rows(pool, x, n, H, L.input_layernorm.data(), eps, normed);
     ensure(ws.q, n * qw);
     float* q = ws.q.data();
     const bool owns_kv = cache.owns(static_cast<int>(li));
@@ -313,7 +337,7 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
     } else {
       matmul(normed, n, L.q_proj, q, pool, options_.precision);
     }
-    rms_norm_inplace(q, n * nH, D, L.q_norm.data(), eps);
+    rms_norm_rows(pool, q, n * nH, D, L.q_norm.data(), eps, q);
     for (int64_t r = 0; r < n; ++r) rope_apply(q + r * qw, nH, L.rope, rc + r * pairs, rs + r * pairs);
 
     KvCache& kv = cache.for_layer(static_cast<int>(li));
@@ -329,9 +353,9 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
       } else if (!fused_qkv) {
         matmul(normed, n, *L.v_proj, v, pool, options_.precision);
       }
-      rms_norm_inplace(k, n * nKV, D, L.k_norm.data(), eps);
+      rms_norm_rows(pool, k, n * nKV, D, L.k_norm.data(), eps, k);
       for (int64_t r = 0; r < n; ++r) rope_apply(k + r * kvw, nKV, L.rope, rc + r * pairs, rs + r * pairs);
-      rms_norm_inplace(v, n * nKV, D, nullptr, eps);  // scale-free v_norm, never rotated
+      rms_norm_rows(pool, v, n * nKV, D, nullptr, eps, v);  // scale-free v_norm, never rotated
       for (int64_t r = 0; r < n; ++r) {
         std::memcpy(kv.k_slot(pos0 + r), k + r * kvw, sizeof(float) * kvw);
         std::memcpy(kv.v_slot(pos0 + r), v + r * kvw, sizeof(float) * kvw);
@@ -346,28 +370,28 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
     ensure(ws.branch, n * H);
     float* br = ws.branch.data();
     matmul(ws.attn.data(), n, L.o_proj, br, pool, options_.precision);
-    rms_norm_inplace(br, n, H, L.post_attention_layernorm.data(), eps);
+    rms_norm_rows(pool, br, n, H, L.post_attention_layernorm.data(), eps, br);
     add_inplace(x, br, n * H);
 
     // ---- feed-forward block ----
     if (!L.moe) {
-      rms_norm(x, n, H, H, L.pre_feedforward_layernorm.data(), eps, normed, H);
+      rms_norm_rows(pool, x, n, H, L.pre_feedforward_layernorm.data(), eps, normed);
       geglu_mlp(normed, n, L.gate_proj, L.up_proj, L.down_proj, F.gate_up, ws.gate, ws.up, br, pool,
                 options_.precision);
-      rms_norm_inplace(br, n, H, L.post_feedforward_layernorm.data(), eps);
+      rms_norm_rows(pool, br, n, H, L.post_feedforward_layernorm.data(), eps, br);
       add_inplace(x, br, n * H);
     } else {
       // Dense branch.
-      rms_norm(x, n, H, H, L.pre_feedforward_layernorm.data(), eps, normed, H);
+      rms_norm_rows(pool, x, n, H, L.pre_feedforward_layernorm.data(), eps, normed);
       geglu_mlp(normed, n, L.gate_proj, L.up_proj, L.down_proj, F.gate_up, ws.gate, ws.up, br, pool,
                 options_.precision);
-      rms_norm_inplace(br, n, H, L.post_feedforward_layernorm_1.data(), eps);
+      rms_norm_rows(pool, br, n, H, L.post_feedforward_layernorm_1.data(), eps, br);
       // Router (HF): RMSNorm(r) * scale * H^-0.5 -> proj -> softmax over the top-k -> * per_expert_scale.
       const int64_t E = static_cast<int64_t>(L.expert_gate.size());
       const int64_t K = T.top_k_experts;
       const float root = static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
       ensure(ws.router_in, n * H);
-      rms_norm(x, n, H, H, nullptr, eps, ws.router_in.data(), H);
+      rms_norm_rows(pool, x, n, H, nullptr, eps, ws.router_in.data());
       for (int64_t r = 0; r < n; ++r) {
         float* z = ws.router_in.data() + r * H;
         for (int64_t j = 0; j < H; ++j) z[j] = z[j] * L.router_scale[j] * root;
@@ -387,7 +411,7 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
       }
       // Experts on RMSNorm(r, pre_feedforward_layernorm_2); rows grouped per expert (the matmul is
       // batch invariant, so grouping does not change any row's bytes).
-      rms_norm(x, n, H, H, L.pre_feedforward_layernorm_2.data(), eps, normed, H);
+      rms_norm_rows(pool, x, n, H, L.pre_feedforward_layernorm_2.data(), eps, normed);
       ensure(ws.moe_out, n * K * H);  // [row][k][H]
       for (int64_t e = 0; e < E; ++e) {
         ws.expert_rows.clear();
@@ -415,9 +439,9 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
           for (int64_t j = 0; j < H; ++j) dst[j] += w * src[j];
         }
       }
-      rms_norm_inplace(f2, n, H, L.post_feedforward_layernorm_2.data(), eps);
+      rms_norm_rows(pool, f2, n, H, L.post_feedforward_layernorm_2.data(), eps, f2);
       add_inplace(br, f2, n * H);
-      rms_norm_inplace(br, n, H, L.post_feedforward_layernorm.data(), eps);
+      rms_norm_rows(pool, br, n, H, L.post_feedforward_layernorm.data(), eps, br);
       add_inplace(x, br, n * H);
     }
 
@@ -433,7 +457,7 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
         for (int64_t j = 0; j < P; ++j) gt[r * P + j] *= pli[j];
       }
       matmul(gt, n, L.per_layer_projection, br, pool, options_.precision);
-      rms_norm_inplace(br, n, H, L.post_per_layer_input_norm.data(), eps);
+      rms_norm_rows(pool, br, n, H, L.post_per_layer_input_norm.data(), eps, br);
       add_inplace(x, br, n * H);
     }
 
