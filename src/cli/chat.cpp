@@ -120,7 +120,7 @@ struct ChatArgs {
   int64_t max_tokens = 1024;
   int threads = 0;
   int64_t ctx = 0;
-  int64_t prefill_chunk = 512;
+  int64_t prefill_chunk = kDefaultPrefillChunk;
   SamplingOverrides sampling;
 };
 

@@ -24,7 +24,7 @@ struct LogitsArgs {
   std::string tokens;
   bool json = false;
   int threads = 0;
-  int64_t prefill_chunk = 512;
+  int64_t prefill_chunk = kDefaultPrefillChunk;
   std::string precision = "exact";
 };
 

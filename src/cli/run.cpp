@@ -32,7 +32,7 @@ struct RunArgs {
   bool ignore_eos = false;
   bool json = false;
   int threads = 0;
-  int64_t prefill_chunk = 512;
+  int64_t prefill_chunk = kDefaultPrefillChunk;
   int64_t max_context = 0;
   std::string precision = "fast";
 };

@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/text_prompt.h"
+#include "specula/model/target_model.h"
 
 namespace specula::cli {
 
@@ -33,7 +34,7 @@ struct RunBasics {
   bool ignore_eos = false;
   bool json = false;
   int threads = 0;
-  int64_t prefill_chunk = 512;
+  int64_t prefill_chunk = kDefaultPrefillChunk;
   int64_t max_context = 0;
   std::string precision = "fast";  // --precision: "fast" or "exact"
   std::optional<std::vector<int32_t>> prompt_ids;  // text mode: the encoded prompt (instead of tokens)

@@ -45,7 +45,7 @@ struct EngineOptions {
   std::string chat_template_file;        // overrides the checkpoint's chat template
   int threads = 0;                       // 0 = hardware concurrency
   int64_t max_context = 0;               // 0 = the model's max_position_embeddings
-  int64_t prefill_chunk = 512;
+  int64_t prefill_chunk = kDefaultPrefillChunk;
   Precision precision = Precision::Fast;
   bool prompt_cache = true;
   std::string packed_cache_dir;          // TargetOptions::packed_cache_dir ("" = no cache file)

@@ -25,8 +25,14 @@
 
 namespace specula {
 
+// Prompt rows per forward step by default. Every kernel is batch invariant, so the bytes do not
+// depend on it; 128 prefilled a 512-token E4B prompt ~6 % faster than 512 on the 2-core test
+// machine (less scratch memory to fault in, a smaller sliding-window ring) and still gives every
+// 16-row weight block 128 rows of reuse.
+inline constexpr int64_t kDefaultPrefillChunk = 128;
+
 struct TargetOptions {
-  int64_t prefill_chunk = 512;     // rows per forward step (and the caches' max_chunk)
+  int64_t prefill_chunk = kDefaultPrefillChunk;  // rows per forward step (and the caches' max_chunk)
   int64_t rollback_reserve = 16;   // >= the largest speculative gamma
   int64_t max_context = 0;         // 0 = the config's max_position_embeddings
   Precision precision = Precision::Exact;  // matmul precision of the target (and its drafter)
