@@ -26,7 +26,7 @@ struct SuiteOptions {
   int64_t runs = 3;                 // every figure is the median over this many runs
   int64_t prompt_tokens = 512;      // prefill / time-to-first-token prompt
   int64_t decode_tokens = 16;       // decode steps timed after it
-  int64_t cost_repeats = 2;         // calls averaged per step-cost sample (one sample per run)
+  int64_t cost_repeats = 5;         // calls per step-cost figure: the median for the target widths, the mean for the drafter (one figure per run)
   int64_t max_verify_width = 9;     // verify widths 2..this (gamma + 1); covers auto's largest gamma
   int64_t spec_prompt_tokens = 16;  // prompt of the speculative runs (each run prefills it again)
   int64_t spec_tokens = 32;         // tokens generated per speculative (and matching plain) run

@@ -2,7 +2,9 @@
 
 #include <ctime>
 
+#include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "specula/model/generate.h"
 #include "specula/util/error.h"
@@ -21,12 +23,11 @@ double process_cpu_ms() {
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-// Mean wall time of `repeats` calls of f, in ms.
-template <typename F>
-double mean_ms(int64_t repeats, F&& f) {
-  const auto t0 = Clock::now();
-  for (int64_t i = 0; i < repeats; ++i) f();
-  return ms_since(t0) / static_cast<double>(repeats);
+// The median of `v` (the mean of the middle two for an even count); v is reordered.
+double median(std::vector<double>& v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace
@@ -91,17 +92,20 @@ StepCosts time_target_steps(const TargetModel& model, TargetCache& cache, int32_
   // Untimed: the widest forward sizes the workspaces, so no timed call pays for growing them.
   model.forward(cache, std::span<const int32_t>(rows.data(), rows.size()), all, pool);
   cache.rollback(max_width);
-  StepCosts c;
-  c.decode_ms = mean_ms(repeats, [&] {
-    model.forward(cache, std::span<const int32_t>(rows.data(), 1), last, pool);
-    cache.rollback(1);
-  });
-  c.verify_ms.assign(static_cast<size_t>(max_width + 1), 0.0);
-  for (int64_t w = 2; w <= max_width; ++w)
-    c.verify_ms[static_cast<size_t>(w)] = mean_ms(repeats, [&] {
-      model.forward(cache, std::span<const int32_t>(rows.data(), static_cast<size_t>(w)), all, pool);
+  // samples[w]: the times of the forwards of w rows (w = 1: the decode step).
+  std::vector<std::vector<double>> samples(static_cast<size_t>(max_width + 1));
+  for (int64_t i = 0; i < repeats; ++i) {
+    for (int64_t w = 1; w <= max_width; ++w) {
+      const auto t0 = Clock::now();
+      model.forward(cache, std::span<const int32_t>(rows.data(), static_cast<size_t>(w)), w == 1 ? last : all, pool);
+      samples[static_cast<size_t>(w)].push_back(ms_since(t0));
       cache.rollback(w);
-    });
+    }
+  }
+  StepCosts c;
+  c.decode_ms = median(samples[1]);
+  c.verify_ms.assign(static_cast<size_t>(max_width + 1), 0.0);
+  for (int64_t w = 2; w <= max_width; ++w) c.verify_ms[static_cast<size_t>(w)] = median(samples[static_cast<size_t>(w)]);
   return c;
 }
 

@@ -42,11 +42,12 @@ struct StepCosts {
   }
 };
 
-// At the cache's current context (>= 1 position; unchanged on return): the mean over `repeats`
+// At the cache's current context (>= 1 position; unchanged on return): the median over `repeats`
 // calls of one decode step of `token`, and of verify forwards of w = 2..max_width rows (logits and
 // final-norm hidden of every row, as the speculative loop requests them), after one untimed
-// forward of max_width rows. Throws if max_width
-// exceeds the cache's rollback reserve.
+// forward of max_width rows. The calls go round the widths in turn (1, 2, .., max_width, 1, 2, ..),
+// so a machine whose speed drifts during the measurement moves every width alike and the ratios
+// to the decode step stay fair. Throws if max_width exceeds the cache's rollback reserve.
 StepCosts time_target_steps(const TargetModel& model, TargetCache& cache, int32_t token, int64_t max_width,
                             int64_t repeats, ThreadPool& pool);
 
