@@ -43,8 +43,10 @@ TEST(SpecDraftBenchmark, StepCostsKeepTheContext) {
   req.rows = OutputRows::Last;
   req.hidden = true;
   const ForwardOutput out = model->forward(cache, std::span<const int32_t>(&g.tokens.back(), 1), req, pool);
-  EXPECT_GT(time_draft_step(*drafter, cache, g.tokens.back(), out.hidden_row(0), 2, pool), 0.0);
-  EXPECT_THROW(time_draft_step(*drafter, cache, 3, out.hidden_row(0), 0, pool), Error);
+  const int64_t before_draft = cache.offset();
+  EXPECT_GT(time_draft_step(*model, cache, *drafter, g.tokens.back(), out.hidden_row(0), 2, pool), 0.0);
+  EXPECT_EQ(cache.offset(), before_draft);  // the target steps between the drafter's are rolled back
+  EXPECT_THROW(time_draft_step(*model, cache, *drafter, 3, out.hidden_row(0), 0, pool), Error);
 }
 
 TEST(SpecDraftBenchmark, ControlledAcceptanceIsExactAndFollowsP) {

@@ -137,8 +137,8 @@ std::string report_markdown(const SuiteReport& r) {
   const SuiteOptions& o = r.options;
   std::string md = fmt::format(
       "specula bench: kernels {}, precision {}, {} hardware threads; every figure is the median of {} run(s)\n\n"
-      "Counts: prefill prompt {} tokens, {} decode steps after it; step costs at that context, each the mean of {} "
-      "call(s), verify widths 2..{}; speculative runs: {}-token prompt, {} tokens each, auto gamma up to {}.\n\n",
+      "Counts: prefill prompt {} tokens, {} decode steps after it; step costs at that context from {} "
+      "call(s) each (target widths: the median, taken in turn; drafter: the mean), verify widths 2..{}; speculative runs: {}-token prompt, {} tokens each, auto gamma up to {}.\n\n",
       r.kernels, precision_name(o.precision), r.hardware_threads, o.runs, o.prompt_tokens, o.decode_tokens,
       o.cost_repeats, o.max_verify_width, o.spec_prompt_tokens, o.spec_tokens, o.auto_max_gamma);
   md += "Read bandwidth measured by this run:";

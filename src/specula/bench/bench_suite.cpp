@@ -215,7 +215,7 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
         req.logits = false;
         req.hidden = true;
         const ForwardOutput out = model->forward(cache, std::span<const int32_t>(&g.tokens.back(), 1), req, pool);
-        const double d = time_draft_step(*drafter, cache, g.tokens.back(), out.hidden_row(0), o.cost_repeats, pool);
+        const double d = time_draft_step(*model, cache, *drafter, g.tokens.back(), out.hidden_row(0), o.cost_repeats, pool);
         s.draft_step_ms.push_back(d);
         s.draft_step_ratio.push_back(c.decode_ms > 0 ? d / c.decode_ms : 0.0);
 

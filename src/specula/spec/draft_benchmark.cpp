@@ -17,13 +17,21 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 
 }  // namespace
 
-double time_draft_step(const Drafter& drafter, const TargetCache& cache, int32_t token, const float* g,
-                       int64_t repeats, ThreadPool& pool) {
+double time_draft_step(const TargetModel& model, TargetCache& cache, const Drafter& drafter, int32_t token,
+                       const float* g, int64_t repeats, ThreadPool& pool) {
   if (repeats < 1) fail("draft bench: repeats {} must be >= 1", repeats);
   drafter.step(token, g, cache, 0, pool);  // untimed: faults the drafter's mapped weights in
-  const auto t0 = Clock::now();
-  for (int64_t i = 0; i < repeats; ++i) drafter.step(token, g, cache, 0, pool);
-  return ms_since(t0) / static_cast<double>(repeats);
+  ForwardRequest last;
+  last.rows = OutputRows::Last;
+  double total = 0.0;
+  for (int64_t i = 0; i < repeats; ++i) {
+    model.forward(cache, std::span<const int32_t>(&token, 1), last, pool);
+    cache.rollback(1);
+    const auto t0 = Clock::now();
+    drafter.step(token, g, cache, 0, pool);
+    total += ms_since(t0);
+  }
+  return total / static_cast<double>(repeats);
 }
 
 SpeculativeResult run_controlled_acceptance(const TargetModel& model, TargetCache& cache, const Drafter& drafter,

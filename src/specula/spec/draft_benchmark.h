@@ -18,10 +18,12 @@
 namespace specula {
 
 // One drafter step (k = 0) extending `token` with the target's final-norm hidden `g`, at the
-// cache's context (nothing is written to the cache): the mean wall time of `repeats` calls after
-// one untimed call (which faults the drafter's mapped weights in), ms.
-double time_draft_step(const Drafter& drafter, const TargetCache& cache, int32_t token, const float* g,
-                       int64_t repeats, ThreadPool& pool);
+// cache's context: the mean wall time of `repeats` calls after one untimed call (which faults the
+// drafter's mapped weights in), ms. Each timed call follows an untimed target decode step of
+// `token` (rolled back, so the context is unchanged on return): as in the speculative loop, the
+// target's weight stream has pushed the drafter's weights and the KV rows out of the caches.
+double time_draft_step(const TargetModel& model, TargetCache& cache, const Drafter& drafter, int32_t token,
+                       const float* g, int64_t repeats, ThreadPool& pool);
 
 // One speculative generation of `tokens` tokens after `prompt` (fresh cache state, EOS ignored)
 // with drafts forced to per-draft acceptance p. `reference`: the plain greedy continuation of
