@@ -32,9 +32,9 @@ namespace {
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 // How far ahead of the current block the W stream is prefetched (bytes; the following W rows are
-// contiguous). bf16 rows: measured ~10% on the 4-bit M = 1 stream when it was 2048 for both. The
-// packed affine stream: 8192 made the E4B LM head and MLP shapes at M = 2 and 4 rows 10-20% faster
-// than 2048 (bench_matmul, 2 threads, weights from DRAM) and M = 1 no slower.
+// contiguous). bf16 rows: 2048 (it gained ~10% on the 4-bit M = 1 stream when both used it).
+// Packed affine blocks: 8192 made the E4B LM head and MLP shapes at M = 2 and 4 rows 10-20% faster
+// than 2048 (bench_matmul, 2 threads, weights from DRAM), M = 1 no slower.
 constexpr int64_t kPrefetchBytes = 2048;
 constexpr int64_t kAffinePrefetchBytes = 8192;
 
