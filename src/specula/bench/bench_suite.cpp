@@ -65,13 +65,6 @@ double median_of(const std::vector<double>& v) { return v.empty() ? 0.0 : median
 
 }  // namespace
 
-double median(std::vector<double> values) {
-  if (values.empty()) fail("median of an empty list");
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 SuiteOptions SuiteOptions::quick() {
   SuiteOptions o;
   o.runs = 1;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "specula/kernels/matmul.h"
+#include "specula/util/median.h"
 
 namespace specula::bench {
 
@@ -98,7 +99,6 @@ ModelFigures bench_model(const ModelToBench& model, const SuiteOptions& options,
 // The machine's read bandwidth (GB/s) at each thread count of the options.
 std::map<int, double> measure_bandwidths(const SuiteOptions& options, const Log& log);
 
-// The median of a non-empty list (the mean of the middle two for an even count).
-double median(std::vector<double> values);
+using specula::median;  // util/median.h
 
 }  // namespace specula::bench

@@ -2,11 +2,11 @@
 
 #include <ctime>
 
-#include <algorithm>
 #include <chrono>
 #include <vector>
 
 #include "specula/model/generate.h"
+#include "specula/util/median.h"
 #include "specula/util/error.h"
 
 namespace specula {
@@ -23,12 +23,6 @@ double process_cpu_ms() {
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-// The median of `v` (the mean of the middle two for an even count); v is reordered.
-double median(std::vector<double>& v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 }  // namespace
 

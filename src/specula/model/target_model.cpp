@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <functional>
 
 #include "specula/kernels/activation.h"
 #include "specula/kernels/attention.h"
@@ -53,8 +52,9 @@ void add_inplace(float* x, const float* y, int64_t n) {
 // than the work. Rows are independent, so the bytes do not depend on the split.
 constexpr int64_t kParallelElements = 65536;
 
-void for_rows(ThreadPool& pool, int64_t rows, int64_t row_elements,
-              const std::function<void(int64_t, int64_t)>& fn) {
+// (A template, so the decode path's calls run fn directly, with no std::function to build.)
+template <typename Fn>
+void for_rows(ThreadPool& pool, int64_t rows, int64_t row_elements, Fn&& fn) {
   if (rows < 2 || rows * row_elements < kParallelElements || pool.size() == 1) return fn(0, rows);
   pool.parallel_for(rows, 1, [&](int, int64_t begin, int64_t end) { fn(begin, end); });
 }
