@@ -1,12 +1,17 @@
 // MappedFile::release: pages dropped from the process read back unchanged; ranges outside the
-// mapping are ignored.
+// mapping are ignored. MappedFile::populate maps exactly the pages of its range in.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
 
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -30,6 +35,43 @@ TEST(MappedFile, ReleasedPagesReadBackUnchanged) {
     file.release(file.data() + 123, bytes.size() - 1000);
     file.release(bytes.data(), bytes.size());  // not in the mapping: nothing happens
     EXPECT_EQ(0, std::memcmp(file.data(), bytes.data(), bytes.size()));
+  }
+  std::filesystem::remove(path);
+}
+
+// Whether the page holding `p` is mapped in this process (bit 63 of its /proc/self/pagemap entry).
+bool page_present(const void* p) {
+  const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open /proc/self/pagemap");
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uint64_t entry = 0;
+  const auto offset = static_cast<off_t>(reinterpret_cast<uintptr_t>(p) / page * sizeof(entry));
+  const ssize_t got = ::pread(fd, &entry, sizeof(entry), offset);
+  ::close(fd);
+  if (got != static_cast<ssize_t>(sizeof(entry))) throw std::runtime_error("cannot read /proc/self/pagemap");
+  return (entry >> 63) != 0;
+}
+
+TEST(MappedFile, PopulateMapsThePagesOfItsRangeIn) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "specula_mapped_file_populate.bin";
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<char> bytes(256 * page);
+  std::mt19937 rng(4);
+  for (char& c : bytes) c = static_cast<char>(rng());
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  {
+    const MappedFile file = MappedFile::open(path.string());
+    const std::byte* d = file.data();
+    EXPECT_FALSE(page_present(d + 100 * page));  // nothing touched yet
+    file.populate(d + 64 * page + 10, 64 * page);  // pages 64..128 (the range ends inside 128)
+    EXPECT_TRUE(page_present(d + 64 * page));
+    EXPECT_TRUE(page_present(d + 100 * page));
+    EXPECT_TRUE(page_present(d + 128 * page));
+    EXPECT_FALSE(page_present(d + 200 * page));
+    file.populate(bytes.data(), bytes.size());  // not in the mapping: nothing happens
+    file.release(d + 64 * page, 65 * page);
+    EXPECT_FALSE(page_present(d + 100 * page));
+    EXPECT_EQ(0, std::memcmp(d, bytes.data(), bytes.size()));
   }
   std::filesystem::remove(path);
 }

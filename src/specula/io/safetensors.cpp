@@ -376,6 +376,12 @@ void TensorStore::release_pages(const void* p, size_t n) const {
   }
 }
 
+void TensorStore::populate_pages(const void* p, size_t n) const {
+  for (const auto& f : files_) {
+    if (f->mapping().contains(p, n)) return f->mapping().populate(p, n);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Writing
 

@@ -79,6 +79,9 @@ class TensorStore {
   // Drops this process's resident pages of [p, p+n) if the range lies in one of the store's
   // files (MappedFile::release); a no-op otherwise.
   void release_pages(const void* p, size_t n) const;
+  // Maps the pages of [p, p+n) in now (MappedFile::populate) if the range lies in one of the
+  // store's files; a no-op otherwise.
+  void populate_pages(const void* p, size_t n) const;
 
  private:
   std::string dir_;

@@ -76,4 +76,18 @@ void MappedFile::release(const void* p, size_t n) const {
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
+void MappedFile::populate(const void* p, size_t n) const {
+  if (n == 0 || !contains(p, n)) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  const auto end = reinterpret_cast<uintptr_t>(p) + n;
+#ifdef MADV_POPULATE_READ
+  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ) == 0) return;
+#endif
+  // Kernels before 5.14 lack MADV_POPULATE_READ: read one byte per page instead.
+  unsigned char sink = 0;
+  for (uintptr_t a = begin; a < end; a += page) sink ^= *reinterpret_cast<const volatile unsigned char*>(a);
+  (void)sink;
+}
+
 }  // namespace specula

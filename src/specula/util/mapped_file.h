@@ -25,6 +25,10 @@ class MappedFile {
   // the page cache if touched again), e.g. after their contents were copied elsewhere.
   // Does nothing for a range outside the mapping.
   void release(const void* p, size_t n) const;
+  // Maps the pages of [p, p+n) into this process now (reading them from the file if the page cache
+  // lacks them), so later first touches do not fault one region at a time. Does nothing for a
+  // range outside the mapping.
+  void populate(const void* p, size_t n) const;
 
  private:
   std::string path_;
