@@ -1,5 +1,5 @@
 // MappedFile::release: pages dropped from the process read back unchanged; ranges outside the
-// mapping are ignored. MappedFile::populate maps exactly the pages of its range in.
+// mapping are ignored. MappedFile::populate maps the pages of its range in, not the whole file.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
