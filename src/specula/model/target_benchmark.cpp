@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "specula/model/generate.h"
-#include "specula/util/median.h"
 #include "specula/util/error.h"
+#include "specula/util/median.h"
 
 namespace specula {
 
@@ -22,7 +22,6 @@ double process_cpu_ms() {
 }
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
 
 }  // namespace
 

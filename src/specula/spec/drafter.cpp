@@ -244,9 +244,9 @@ Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetMode
   }
   for (const WeightMatrix* w : used) {
     if (w->packed != nullptr) continue;  // read from the packed copy, not the mapping
-    const auto params = static_cast<size_t>(w->rows * w->groups_per_row()) * dtype_size(w->scale_dtype);
     ck.store.populate_pages(w->data, static_cast<size_t>(w->rows * w->row_bytes()));
     if (w->format == WeightFormat::Affine) {
+      const auto params = static_cast<size_t>(w->rows * w->groups_per_row()) * dtype_size(w->scale_dtype);
       ck.store.populate_pages(w->scales, params);
       ck.store.populate_pages(w->biases, params);
     }
