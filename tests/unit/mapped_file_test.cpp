@@ -1,6 +1,5 @@
 // MappedFile::release: pages dropped from the process read back unchanged; ranges outside the
 // mapping are ignored. MappedFile::populate maps the pages of its range in, not the whole file.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,10 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "page_residency.h"
 #include "specula/util/mapped_file.h"
 
 namespace specula {
@@ -36,19 +35,6 @@ TEST(MappedFile, ReleasedPagesReadBackUnchanged) {
     EXPECT_EQ(0, std::memcmp(file.data(), bytes.data(), bytes.size()));
   }
   std::filesystem::remove(path);
-}
-
-// Whether the page holding `p` is mapped in this process (bit 63 of its /proc/self/pagemap entry).
-bool page_present(const void* p) {
-  const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("cannot open /proc/self/pagemap");
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  uint64_t entry = 0;
-  const auto offset = static_cast<off_t>(reinterpret_cast<uintptr_t>(p) / page * sizeof(entry));
-  const ssize_t got = ::pread(fd, &entry, sizeof(entry), offset);
-  ::close(fd);
-  if (got != static_cast<ssize_t>(sizeof(entry))) throw std::runtime_error("cannot read /proc/self/pagemap");
-  return (entry >> 63) != 0;
 }
 
 TEST(MappedFile, PopulateMapsThePagesOfItsRangeIn) {

@@ -1,7 +1,8 @@
 // The packed-weight cache file (model/packed_cache.h) on a copy of a tiny 4-bit golden checkpoint:
 // the first load writes the file, the second maps the same bytes; a changed checkpoint, a damaged
 // or foreign file is a miss that rewrites it (never a crash); an unwritable cache directory is one
-// warning; a TargetModel loaded from the cache gives bitwise the logits of one packed in memory.
+// warning; a cache hit's pages are mapped in at load; a TargetModel loaded from the cache gives
+// bitwise the logits of one packed in memory.
 // Everything is written under a temporary directory the fixture removes.
 #include <signal.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 
 #include <gtest/gtest.h>
 
+#include "page_residency.h"
 #include "specula/io/checkpoint.h"
 #include "specula/kernels/matmul.h"
 #include "specula/model/packed_cache.h"
@@ -149,6 +151,20 @@ TEST_F(PackedCache, FirstLoadWritesTheFileAndTheSecondMapsTheSameBytes) {
   EXPECT_TRUE(warnings_.empty());
   // Only the cache file is left in the directory (no temporaries).
   EXPECT_EQ(std::distance(fs::directory_iterator(cache_), fs::directory_iterator()), 1);
+}
+
+TEST_F(PackedCache, ACacheHitHasItsPagesMappedInAtLoad) {
+  // Every forward reads all of them: mapped at load, they are not faulted in one by one by the
+  // first forward's kernels.
+  load(options());
+  auto hit = load(options());
+  ASSERT_EQ(hit->packed.source, PackedSource::CacheHit);
+  const uint8_t* d = hit->packed.mapping.data();
+  const size_t n = hit->packed.mapping.size();
+  ASSERT_GT(n, 0u);
+  EXPECT_TRUE(page_present(d));
+  EXPECT_TRUE(page_present(d + n / 2));
+  EXPECT_TRUE(page_present(d + n - 1));
 }
 
 TEST_F(PackedCache, NoDirectoryOrSmallWeightsNeitherReadNorWrite) {

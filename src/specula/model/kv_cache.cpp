@@ -43,8 +43,8 @@ void KvCache::reserve_write(int64_t count) {
            count, max_write(), window_, capacity_ - window_);
     if (storage_.empty()) {
       const auto n = static_cast<size_t>(capacity_ * row_floats());
-      storage_.push_back(std::make_unique<float[]>(n));
-      storage_.push_back(std::make_unique<float[]>(n));
+      storage_.push_back(std::make_unique_for_overwrite<float[]>(n));
+      storage_.push_back(std::make_unique_for_overwrite<float[]>(n));
       k_blocks_.push_back(storage_[0].get());
       v_blocks_.push_back(storage_[1].get());
     }
@@ -55,9 +55,9 @@ void KvCache::reserve_write(int64_t count) {
   const int64_t needed_blocks = (offset_ + count + block_positions_ - 1) / block_positions_;
   while (static_cast<int64_t>(k_blocks_.size()) < needed_blocks) {
     const auto n = static_cast<size_t>(block_positions_ * row_floats());
-    storage_.push_back(std::make_unique<float[]>(n));
+    storage_.push_back(std::make_unique_for_overwrite<float[]>(n));
     k_blocks_.push_back(storage_.back().get());
-    storage_.push_back(std::make_unique<float[]>(n));
+    storage_.push_back(std::make_unique_for_overwrite<float[]>(n));
     v_blocks_.push_back(storage_.back().get());
   }
 }
