@@ -78,6 +78,11 @@ void MappedFile::release(const void* p, size_t n) const {
 
 void MappedFile::populate(const void* p, size_t n) const {
   if (n == 0 || !contains(p, n)) return;
+  populate_mapped_range(p, n);
+}
+
+void populate_mapped_range(const void* p, size_t n) {
+  if (n == 0) return;
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const auto begin = reinterpret_cast<uintptr_t>(p) / page * page;
   const auto end = reinterpret_cast<uintptr_t>(p) + n;

@@ -36,4 +36,8 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+// Maps the pages of [p, p+n), which must lie inside one readable mapping, into this process now:
+// MADV_POPULATE_READ, or one read per page on kernels before 5.14.
+void populate_mapped_range(const void* p, size_t n);
+
 }  // namespace specula
