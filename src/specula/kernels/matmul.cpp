@@ -108,10 +108,11 @@ void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, 
     detail::matmul_fast_avx512_prepare(job, 0, m);
   }
   if (w.format == WeightFormat::BF16) {
-    pool.parallel_for(w.rows, detail::kMatmulGrain,
-                      [&](int, int64_t n0, int64_t n1) { detail::matmul_fast_avx512_rows(job, n0, n1); });
+    pool.parallel_for_balanced(w.rows, detail::kMatmulGrain,
+                               [&](int, int64_t n0, int64_t n1) { detail::matmul_fast_avx512_rows(job, n0, n1); });
   } else {
-    pool.parallel_for(blocks, 1, [&](int, int64_t b0, int64_t b1) { detail::matmul_fast_avx512_blocks(job, b0, b1); });
+    pool.parallel_for_balanced(blocks, 1,
+                               [&](int, int64_t b0, int64_t b1) { detail::matmul_fast_avx512_blocks(job, b0, b1); });
   }
 }
 #endif
@@ -169,8 +170,8 @@ void matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float
     const bool wide = isa == Isa::Avx512;
     (wide ? detail::matmul_avx512_prepare : detail::matmul_avx2_prepare)(job);
     const auto rows = wide ? detail::matmul_avx512_rows : detail::matmul_avx2_rows;
-    pool.parallel_for(w.rows, detail::kMatmulGrain,
-                      [&](int worker, int64_t n0, int64_t n1) { rows(job, worker, n0, n1); });
+    pool.parallel_for_balanced(w.rows, detail::kMatmulGrain,
+                               [&](int worker, int64_t n0, int64_t n1) { rows(job, worker, n0, n1); });
     return;
   }
 #endif

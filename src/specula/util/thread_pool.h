@@ -1,8 +1,9 @@
 #pragma once
-// One persistent pool of worker threads. Work is split statically into contiguous ranges, one per
-// thread, so the same call always gives each thread the same range: kernels parallelize over
-// output columns/rows/heads and never split a reduction, which keeps results bitwise independent
-// of the thread count (batch-invariance contract, DESIGN.md §3).
+// One persistent pool of worker threads. Work is split into contiguous ranges: parallel_for gives
+// each thread the same range on every call, parallel_for_balanced lets a thread that finishes early
+// take over the end of another's. Either way kernels parallelize over output columns/rows/heads
+// and never split a reduction, which keeps results bitwise independent of the thread count and of
+// which thread ran what (batch-invariance contract, DESIGN.md §3).
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -28,12 +29,31 @@ class ThreadPool {
   void parallel_for(int64_t n, int64_t grain,
                     const std::function<void(int worker, int64_t begin, int64_t end)>& fn);
 
+  // Like parallel_for, for work whose bytes do not depend on which thread computes which range
+  // (a matmul's output rows): each worker starts on the range parallel_for would give it and claims
+  // it front to back in shrinking chunks; a worker that runs out takes chunks off the back of the
+  // range with the most left. A thread that falls behind (a slower stretch of memory, a preempted
+  // vCPU) then no longer leaves the others waiting at the end of every call. fn may be called
+  // several times per worker, always with whole grains.
+  void parallel_for_balanced(int64_t n, int64_t grain,
+                             const std::function<void(int worker, int64_t begin, int64_t end)>& fn);
+
   // The process-wide default pool (created on first use with hardware_concurrency threads).
   static ThreadPool& global();
 
  private:
   void worker_loop(int index);
   void run_range(int worker);
+  void run_balanced(int worker);
+  void run_job(int64_t n, int64_t grain, bool balanced, const std::function<void(int, int64_t, int64_t)>& fn);
+  void call(int worker, int64_t begin, int64_t end);
+
+  // A worker's part of a balanced job, in grains: [front, back) still unclaimed, packed in one word
+  // (front << 32 | back) so that the owner (taking from the front) and a thief (taking from the
+  // back) claim with one compare-exchange. One cache line each.
+  struct alignas(64) Span {
+    std::atomic<uint64_t> bounds{0};
+  };
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;
@@ -48,6 +68,9 @@ class ThreadPool {
   int64_t job_n_ = 0;
   int64_t job_grain_ = 1;
   int job_parts_ = 1;
+  bool job_balanced_ = false;
+  int64_t job_min_chunk_ = 1;  // in grains
+  std::vector<Span> spans_;    // one per worker
   std::exception_ptr error_;
   std::mutex error_mutex_;
 };
