@@ -26,15 +26,20 @@ struct Call {
   bool operator<(const Call& o) const { return std::tie(begin, end, worker) < std::tie(o.begin, o.end, o.worker); }
 };
 
-// Runs one parallel_for and returns its calls, sorted by range.
-std::vector<Call> record(ThreadPool& pool, int64_t n, int64_t grain, std::vector<int>* hits) {
+// Runs one parallel_for (or parallel_for_balanced) and returns its calls, sorted by range.
+std::vector<Call> record(ThreadPool& pool, int64_t n, int64_t grain, std::vector<int>* hits, bool balanced = false) {
   std::mutex mu;
   std::vector<Call> calls;
-  pool.parallel_for(n, grain, [&](int worker, int64_t b, int64_t e) {
+  const auto fn = [&](int worker, int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) (*hits)[static_cast<size_t>(i)] += 1;  // ranges are disjoint
     std::lock_guard<std::mutex> lock(mu);
     calls.push_back({worker, b, e});
-  });
+  };
+  if (balanced) {
+    pool.parallel_for_balanced(n, grain, fn);
+  } else {
+    pool.parallel_for(n, grain, fn);
+  }
   std::sort(calls.begin(), calls.end());
   return calls;
 }
@@ -127,19 +132,6 @@ TEST(ThreadPool, ManySmallJobsInARow) {
   }
 }
 
-// Runs one parallel_for_balanced and returns its calls, sorted by range.
-std::vector<Call> record_balanced(ThreadPool& pool, int64_t n, int64_t grain, std::vector<int>* hits) {
-  std::mutex mu;
-  std::vector<Call> calls;
-  pool.parallel_for_balanced(n, grain, [&](int worker, int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) (*hits)[static_cast<size_t>(i)] += 1;
-    std::lock_guard<std::mutex> lock(mu);
-    calls.push_back({worker, b, e});
-  });
-  std::sort(calls.begin(), calls.end());
-  return calls;
-}
-
 TEST(ThreadPoolBalanced, CoversRangeExactlyOnceWithGrainAlignedBoundaries) {
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
@@ -147,7 +139,7 @@ TEST(ThreadPoolBalanced, CoversRangeExactlyOnceWithGrainAlignedBoundaries) {
       for (int64_t grain : {1, 2, 3, 8, 16, 64, 1000, 5000}) {
         SCOPED_TRACE(testing::Message() << "threads=" << threads << " n=" << n << " grain=" << grain);
         std::vector<int> hits(static_cast<size_t>(n), 0);
-        const auto calls = record_balanced(pool, n, grain, &hits);
+        const auto calls = record(pool, n, grain, &hits, /*balanced=*/true);
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)], 1) << "index " << i;
         int64_t expect_begin = 0;
         for (const auto& c : calls) {
@@ -207,7 +199,7 @@ TEST(ThreadPoolBalanced, ExceptionsPropagateAndPoolStaysUsable) {
                                               }),
                    std::runtime_error);
       std::vector<int> hits(300, 0);
-      record_balanced(pool, 300, 1, &hits);
+      record(pool, 300, 1, &hits, /*balanced=*/true);
       for (int h : hits) EXPECT_EQ(h, 1);
       // A static job after a balanced one still gets its static ranges.
       std::vector<int> hits2(30, 0);
