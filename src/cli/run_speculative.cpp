@@ -31,7 +31,7 @@ void add_speculative_options(CLI::App* cmd, SpeculativeRunArgs& a) {
   cmd->add_option("--min-p", a.min_p, "drop tokens below min_p * the top probability (0 = off)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--seed", a.seed, "sampling seed");
-  cmd->add_flag("--trace", a.trace, "with --json: list every verify round {drafts, accepted}");
+  cmd->add_flag("--trace", a.trace, "with --json: list every verify round {drafts, accepted, draft_ms, verify_ms}");
 }
 
 bool speculative_requested(const SpeculativeRunArgs& a) {
@@ -107,7 +107,8 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
     if (text != nullptr) doc["text"] = text->finish();
     if (a.trace) {
       nlohmann::json rounds = nlohmann::json::array();
-      for (const auto& r : res.rounds) rounds.push_back({{"drafts", r.drafts}, {"accepted", r.accepted}});
+      for (const auto& r : res.rounds)
+        rounds.push_back({{"drafts", r.drafts}, {"accepted", r.accepted}, {"draft_ms", r.draft_ms}, {"verify_ms", r.verify_ms}});
       doc["rounds"] = rounds;
     }
     const std::string out = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

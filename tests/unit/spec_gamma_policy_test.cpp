@@ -72,6 +72,52 @@ TEST(SpecGammaPolicy, ProbesLessOftenWhileProbesFindNothing) {
   EXPECT_LE(probes, 10);  // ... but not every 8 rounds (that would be ~35 probes)
 }
 
+// Verify costs are flat for the first rows and climb after (CPU kernels turn compute-bound): equal
+// costs for 1 and 3 rows must not make 9 rows look free. The policy tries one width past the
+// widest measured at a time.
+TEST(SpecGammaPolicy, TriesOneWidthPastTheWidestMeasuredAtATime) {
+  AutoGamma p(8);
+  EXPECT_EQ(p.choose(), 0);
+  p.record(0, 0, 0.0, 100.0);
+  EXPECT_EQ(p.choose(), 2);
+  p.record(2, 2, 2.0, 100.0);
+  EXPECT_EQ(p.choose(), 3);  // the line through widths 1 and 3 is flat: wider would look better
+  p.record(3, 3, 3.0, 100.0);
+  EXPECT_EQ(p.choose(), 4);
+}
+
+// One verify three times as slow as usual (another process took the cores) barely moves its
+// width's estimate, so the width is not priced out for good; a slowdown that lasts gets through.
+TEST(SpecGammaPolicy, OneSlowVerifyBarelyMovesItsWidthsEstimate) {
+  AutoGamma p(2);
+  EXPECT_EQ(p.choose(), 0);
+  p.record(0, 0, 0.0, 10.0);
+  for (int i = 0; i < 5; ++i) p.record(2, 1, 0.4, 11.0);  // acceptance stays 1/2 (with the prior)
+  const double before = p.expected_rate(2);
+  p.record(2, 1, 0.4, 33.0);
+  EXPECT_GE(p.expected_rate(2), 0.93 * before);  // 0.66 if the slow round counted in full
+  for (int i = 0; i < 40; ++i) p.record(2, 1, 0.4, 33.0);
+  EXPECT_LE(p.expected_rate(2), 0.4 * before);
+}
+
+// The opening plain round is the first step after the prefill and often the slowest of a run. It
+// must not make plain decoding look dearer than verifying drafts that are never accepted: more
+// rows never cost less, so a wider verify measured cheaper caps the narrower width's cost.
+TEST(SpecGammaPolicy, ASlowOpeningRoundDoesNotKeepItDrafting) {
+  AutoGamma p(4);
+  EXPECT_EQ(p.choose(), 0);
+  p.record(0, 0, 0.0, 140.0);
+  int late_plain = 0;
+  for (int i = 0; i < 120; ++i) {  // drafter 2 % of a step, 5 % more per extra verify row
+    const int64_t g = p.choose();
+    if (i >= 60 && g == 0) ++late_plain;
+    p.record(g, 0, 2.0 * static_cast<double>(g), 100.0 + 5.0 * static_cast<double>(g));
+  }
+  // Plain once the acceptance estimate has fallen below ~2 % (its prior fades slowly), apart from
+  // the probes; 0 when the 140 ms stood for plain decoding's cost.
+  EXPECT_GE(late_plain, 50);
+}
+
 TEST(SpecGammaPolicy, RejectsImpossibleRounds) {
   AutoGamma p(3);
   EXPECT_THROW(p.record(4, 0, 1.0, 1.0), Error);

@@ -10,6 +10,7 @@ namespace specula {
 namespace {
 constexpr double kEma = 0.3;             // weight of the newest measurement
 constexpr double kWidthSlope = 0.1;      // extra verify cost per extra row, relative to one row
+constexpr double kOutlierClip = 1.15;    // a verify counts as at most this times its width's estimate
 constexpr int64_t kProbeAfterZeros = 8;     // gamma-0 rounds before one gamma-1 probe ...
 constexpr int64_t kMaxProbeInterval = 64;   // ... doubling after each probe that found nothing
 
@@ -24,8 +25,19 @@ AutoGamma::AutoGamma(int64_t max_gamma, int64_t initial_gamma)
 
 double AutoGamma::acceptance() const { return successes_ / (successes_ + failures_); }
 
+double AutoGamma::measured_cost(int64_t width) const {
+  double v = verify_ms_[static_cast<size_t>(width)];
+  if (v < 0) return -1.0;
+  // More rows never cost less: a narrow width measured on a slow step (the first step after the
+  // prefill often is) is capped by the wider widths measured since. Otherwise plain decoding
+  // could look dearer than verifying drafts that are never accepted, and auto would not fall back.
+  for (size_t w = static_cast<size_t>(width) + 1; w < verify_ms_.size(); ++w)
+    if (verify_ms_[w] >= 0) v = std::min(v, verify_ms_[w]);
+  return v;
+}
+
 double AutoGamma::verify_cost(int64_t width) const {
-  if (verify_ms_[static_cast<size_t>(width)] >= 0) return verify_ms_[static_cast<size_t>(width)];
+  if (verify_ms_[static_cast<size_t>(width)] >= 0) return measured_cost(width);
   // The two measured widths nearest to `width`: a line through them (verify cost grows about
   // linearly with the rows once they are compute-bound); with one, the fixed width model.
   int64_t a = -1, b = -1;
@@ -39,10 +51,10 @@ double AutoGamma::verify_cost(int64_t width) const {
     }
   }
   if (a < 0) return -1.0;
-  const double va = verify_ms_[static_cast<size_t>(a)];
+  const double va = measured_cost(a);
   if (b < 0)
     return va * (1.0 + kWidthSlope * static_cast<double>(width - 1)) / (1.0 + kWidthSlope * static_cast<double>(a - 1));
-  const double slope = std::max(0.0, (verify_ms_[static_cast<size_t>(b)] - va) / static_cast<double>(b - a));
+  const double slope = std::max(0.0, (measured_cost(b) - va) / static_cast<double>(b - a));
   return std::max(1e-9, va + slope * static_cast<double>(width - a));
 }
 
@@ -65,9 +77,16 @@ int64_t AutoGamma::choose() {
     probing_ = true;
     return 1;
   }
+  // Widths are tried one past the widest measured at a time: verify cost is flat for the first
+  // few rows and then climbs (CPU kernels turn compute-bound), so a line through narrow widths
+  // prices wide ones far too low.
+  int64_t widest = 0;
+  for (int64_t g = 0; g <= max_gamma_; ++g)
+    if (verify_ms_[static_cast<size_t>(g + 1)] >= 0) widest = g;
+  const int64_t top = std::min(max_gamma_, widest + 1);
   int64_t best = 0;
   double best_rate = -1.0;
-  for (int64_t g = 0; g <= max_gamma_; ++g) {
+  for (int64_t g = 0; g <= top; ++g) {
     const double r = expected_rate(g);
     if (r > best_rate) {
       best_rate = r;
@@ -81,8 +100,11 @@ int64_t AutoGamma::choose() {
 void AutoGamma::record(int64_t gamma, int64_t accepted, double draft_ms, double verify_ms) {
   if (gamma < 0 || gamma > max_gamma_ || accepted < 0 || accepted > gamma)
     fail("auto gamma: invalid round (gamma {}, accepted {}, max gamma {})", gamma, accepted, max_gamma_);
+  // A verify far above its width's estimate is mostly another process taking the cores: clipped,
+  // so that one slow step does not price a width out for good (it would never be tried again);
+  // a lasting slowdown still gets through, a little each round.
   auto& v = verify_ms_[static_cast<size_t>(gamma + 1)];
-  v = ema(v, verify_ms);
+  v = ema(v, v >= 0 ? std::min(verify_ms, kOutlierClip * v) : verify_ms);
   if (probing_) {  // a probe that found nothing waits twice as long before the next one
     probing_ = false;
     probe_interval_ = accepted > 0 ? kProbeAfterZeros : std::min(2 * probe_interval_, kMaxProbeInterval);

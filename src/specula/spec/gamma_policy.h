@@ -5,11 +5,18 @@
 // with E = (1 - a^(gamma+1)) / (1 - a) for a per-draft acceptance probability a (drafts accepted
 // independently, as a prefix). a is estimated from the rounds so far (each round observes its
 // matching prefix: `accepted` successes, plus one failure when it stopped short of gamma) with a
-// weak prior of one success and one failure. Costs are exponential moving averages of measured
-// times; an unmeasured verify width is read off the line through the two nearest measured widths
-// (one plain round comes first, so width 1 is always measured). gamma 0 is plain
-// decoding; after a run of gamma-0 rounds the policy probes gamma 1 once so a changed
-// acceptance can still be noticed (the run doubles, up to 64, after each probe that found nothing).
+// weak prior of one success and one failure.
+//
+// Costs are exponential moving averages of measured times. A verify far above its width's average
+// is clipped (one slow step must not price a width out for good), and a width never costs more
+// than a wider one measured. An unmeasured verify width is read off the line through the two
+// nearest measured widths (one plain round comes first, so width 1 is always measured). Only one
+// width past the widest measured is a candidate: the cost curve bends upward (flat for a few rows,
+// then compute-bound), so a line through narrow widths prices wide ones as free.
+//
+// gamma 0 is plain decoding; after a run of gamma-0 rounds the policy probes gamma 1 once, so that
+// a changed acceptance can still be noticed (the run doubles, up to 64, after each probe that found
+// nothing).
 #include <cstdint>
 #include <vector>
 
@@ -28,7 +35,8 @@ class AutoGamma {
   double expected_rate(int64_t gamma) const;
 
  private:
-  double verify_cost(int64_t width) const;  // ms; < 0 if nothing is measured yet
+  double measured_cost(int64_t width) const;  // ms, a measured width's; < 0 if unmeasured
+  double verify_cost(int64_t width) const;    // ms; < 0 if nothing is measured yet
 
   int64_t max_gamma_;
   int64_t initial_gamma_;

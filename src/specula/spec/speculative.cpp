@@ -234,7 +234,7 @@ SpeculativeResult generate_speculative(const TargetModel& model, TargetCache& ca
                         1.0 + kNominalVerifyRowCost * static_cast<double>(round_gamma));
         }
       }
-      if (options.trace) res.rounds.push_back(SpecRound{drafts, a});
+      if (options.trace) res.rounds.push_back(SpecRound{drafts, a, draft_ms, verify_ms});
       if (use_drafter) g.assign(out.hidden_row(static_cast<size_t>(a)), out.hidden_row(static_cast<size_t>(a)) + out.hidden_size);
 
       bool going = true;

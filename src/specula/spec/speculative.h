@@ -76,6 +76,8 @@ struct SpeculativeOptions {
 struct SpecRound {
   std::vector<int32_t> drafts;
   int64_t accepted = 0;
+  double draft_ms = 0.0;   // wall time of the round's drafting (near 0 without drafts)
+  double verify_ms = 0.0;  // wall time of its verify forward (drafts.size() + 1 rows)
 };
 
 struct SpeculativeStats {
