@@ -37,7 +37,7 @@ double AutoGamma::measured_cost(int64_t width) const {
 }
 
 double AutoGamma::verify_cost(int64_t width) const {
-  if (verify_ms_[static_cast<size_t>(width)] >= 0) return measured_cost(width);
+  if (const double measured = measured_cost(width); measured >= 0) return measured;
   // The two measured widths nearest to `width`: a line through them (verify cost grows about
   // linearly with the rows once they are compute-bound); with one, the fixed width model.
   int64_t a = -1, b = -1;
