@@ -69,7 +69,7 @@ TEST(SpecGammaPolicy, ProbesLessOftenWhileProbesFindNothing) {
     p.record(g, 0, 5.0 * static_cast<double>(g), 10.0 * (1.0 + 0.3 * static_cast<double>(g)));
   }
   EXPECT_GE(probes, 3);   // it keeps probing ...
-  EXPECT_LE(probes, 10);  // ... but not every 8 rounds (that would be ~35 probes)
+  EXPECT_LE(probes, 20);  // ... every 16 rounds, not every 8 (that would be ~35 probes)
 }
 
 // Verify costs are flat for the first rows and climb after (CPU kernels turn compute-bound): equal

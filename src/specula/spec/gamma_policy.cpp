@@ -11,8 +11,9 @@ namespace {
 constexpr double kEma = 0.3;             // weight of the newest measurement
 constexpr double kWidthSlope = 0.1;      // extra verify cost per extra row, relative to one row
 constexpr double kOutlierClip = 1.15;    // a verify counts as at most this times its width's estimate
+constexpr double kAcceptanceDecay = 0.98;  // weight of the acceptance evidence per drafting round
 constexpr int64_t kProbeAfterZeros = 8;     // gamma-0 rounds before one gamma-1 probe ...
-constexpr int64_t kMaxProbeInterval = 64;   // ... doubling after each probe that found nothing
+constexpr int64_t kMaxProbeInterval = 16;   // ... doubling after each probe that found nothing
 
 double ema(double old, double value) { return old < 0 ? value : old + kEma * (value - old); }
 }  // namespace
@@ -111,8 +112,10 @@ void AutoGamma::record(int64_t gamma, int64_t accepted, double draft_ms, double 
   }
   if (gamma > 0) {
     draft_ms_ = ema(draft_ms_, draft_ms / static_cast<double>(gamma));
-    successes_ += static_cast<double>(accepted);
-    if (accepted < gamma) failures_ += 1.0;
+    // Older rounds count for less (~50 rounds of memory, the prior included), so a change in
+    // acceptance partway through a reply (a code block after prose, say) is followed.
+    successes_ = kAcceptanceDecay * successes_ + static_cast<double>(accepted);
+    failures_ = kAcceptanceDecay * failures_ + (accepted < gamma ? 1.0 : 0.0);
   }
 }
 

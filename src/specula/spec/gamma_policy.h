@@ -5,7 +5,8 @@
 // with E = (1 - a^(gamma+1)) / (1 - a) for a per-draft acceptance probability a (drafts accepted
 // independently, as a prefix). a is estimated from the rounds so far (each round observes its
 // matching prefix: `accepted` successes, plus one failure when it stopped short of gamma) with a
-// weak prior of one success and one failure.
+// weak prior of one success and one failure, every count discounted by 0.98 per drafting round so
+// that the estimate follows acceptance that changes during a reply.
 //
 // Costs are exponential moving averages of measured times. A verify far above its width's average
 // is clipped (one slow step must not price a width out for good), and a width never costs more
@@ -15,8 +16,9 @@
 // then compute-bound), so a line through narrow widths prices wide ones as free.
 //
 // gamma 0 is plain decoding; after a run of gamma-0 rounds the policy probes gamma 1 once, so that
-// a changed acceptance can still be noticed (the run doubles, up to 64, after each probe that found
-// nothing).
+// a changed acceptance can still be noticed (the run doubles, up to 16, after each probe that found
+// nothing: a probe costs a few percent of one step, and a longer wait misses a drafter that agrees
+// again).
 #include <cstdint>
 #include <vector>
 
