@@ -35,6 +35,17 @@ void expect_thread_figures(const nlohmann::json& t, const std::string& where) {
   const nlohmann::json& verify = t.at("verify_cost_ratio");
   for (int w = 2; w <= 8; ++w)
     EXPECT_TRUE(positive_finite(verify.value(std::to_string(w), nlohmann::json()))) << where << " verify " << w;
+  // The two roofs' floor: one per row count from 1, exactly 1 for one row, never below it.
+  const nlohmann::json& roof = t.at("compute_roof_gb_per_s");
+  const nlohmann::json& floor = t.at("verify_floor_ratio");
+  const nlohmann::json& floor_ms = t.at("forward_floor_ms");
+  EXPECT_EQ(floor.value("1", 0.0), 1.0) << where;
+  for (int w = 1; w <= 8; ++w) {
+    const std::string key = std::to_string(w);
+    EXPECT_TRUE(positive_finite(roof.value(key, nlohmann::json()))) << where << " roof " << w;
+    EXPECT_TRUE(positive_finite(floor_ms.value(key, nlohmann::json()))) << where << " floor ms " << w;
+    EXPECT_GE(floor.value(key, 0.0), 1.0) << where << " floor " << w;
+  }
   for (const char* table : {"spec_speedup", "expected_speedup"})
     for (const char* p : {"0.3", "0.5", "0.7", "0.9"})
       for (const char* g : {"1", "2", "3", "4", "auto"})
@@ -87,6 +98,7 @@ TEST(BenchCli, MarkdownWithoutJson) {
   EXPECT_FALSE(nlohmann::json::accept(r.out));
   for (const char* text : {"precision exact", "| model | threads | load ms | TTFT ms | prefill tok/s | decode tok/s",
                            "| threads | decode step ms | drafter step | verify 2 |", "verify 8 |",
+                           "| 1 | measured ms |", "| 1 | floor ms |", "| 1 | floor ratio | 1.00 |", "| 1 | in-cache GB/s |",
                            "speculative decoding at controlled acceptance", "| threads | p | plain tok/s | gamma 1 |",
                            "| 1 | 0.7 |", "Read bandwidth measured by this run", "6 tokens each"})
     EXPECT_NE(r.out.find(text), std::string::npos) << "missing: " << text << "\n" << r.out;

@@ -1,6 +1,7 @@
 // The pieces of `specula bench` that are pure logic: medians, the expected speedup from measured
-// costs, option validation, and the synthetic-checkpoint cache (written once, reused while valid,
-// rewritten when damaged) on a tiny preset.
+// costs, the floor of a forward from the two roofs, the in-cache probe's shape, option validation,
+// and the synthetic-checkpoint cache (written once, reused while valid, rewritten when damaged) on
+// a tiny preset.
 #include <unistd.h>
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "specula/bench/bench_suite.h"
+#include "specula/bench/compute_roof.h"
 #include "specula/bench/synthetic_models.h"
 #include "specula/model/target_model.h"
 #include "specula/spec/controlled_acceptance.h"
@@ -28,6 +30,38 @@ TEST(BenchSuite, Median) {
   EXPECT_DOUBLE_EQ(bench::median({5.0, 1.0, 3.0}), 3.0);
   EXPECT_DOUBLE_EQ(bench::median({4.0, 1.0, 3.0, 2.0}), 2.5);
   EXPECT_THROW(bench::median({}), Error);
+}
+
+TEST(BenchSuite, ForwardFloorFromTwoRoofs) {
+  // 100 bytes, read bandwidth 50 B/s (2 s = 2000 ms); in-cache rates 100, 60, 70 (noise: clipped
+  // to 60), 20 B/s.
+  const auto f = bench::forward_floor_ms({{1, 100.0}, {2, 60.0}, {3, 70.0}, {4, 20.0}}, 50.0, 100.0);
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_DOUBLE_EQ(f.at(1), 2000.0);  // memory-bound
+  EXPECT_DOUBLE_EQ(f.at(2), 2000.0);
+  EXPECT_DOUBLE_EQ(f.at(3), 2000.0);
+  EXPECT_DOUBLE_EQ(f.at(4), 5000.0);  // compute-bound: 100 bytes at 20 B/s
+  // Compute-bound from one row on.
+  const auto g = bench::forward_floor_ms({{1, 10.0}, {2, 5.0}}, 50.0, 100.0);
+  EXPECT_DOUBLE_EQ(g.at(1), 10000.0);
+  EXPECT_DOUBLE_EQ(g.at(2), 20000.0);
+  EXPECT_TRUE(bench::forward_floor_ms({{2, 5.0}}, 50.0, 1.0).empty());
+  EXPECT_TRUE(bench::forward_floor_ms({{1, 5.0}}, 0.0, 1.0).empty());
+}
+
+TEST(BenchSuite, ComputeRoofRatesEveryWidth) {
+  WeightMatrix like;
+  like.format = WeightFormat::Affine;  // only the format and K matter: the probe sizes its own matrix
+  like.cols = 256;
+  like.bits = 4;
+  like.group_size = 64;
+  ThreadPool pool(2);
+  for (Precision p : {Precision::Exact, Precision::Fast}) {
+    const auto roof = bench::measure_compute_roof(like, 3, p, pool);
+    ASSERT_EQ(roof.size(), 3u);
+    for (const auto& [rows, rate] : roof) EXPECT_GT(rate, 0.0) << rows;
+  }
+  EXPECT_THROW(bench::measure_compute_roof(like, 0, Precision::Fast, pool), Error);
 }
 
 TEST(BenchSuite, ExpectedSpeedupFromCosts) {

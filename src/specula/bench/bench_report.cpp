@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "specula/bench/compute_roof.h"
 #include "specula/util/error.h"
 
 namespace specula::bench {
@@ -30,6 +31,12 @@ double bandwidth_at(const std::map<int, double>& bw, int threads) {
   return it == bw.end() ? 0.0 : it->second;
 }
 
+std::map<int64_t, double> gb(const std::map<int64_t, double>& bytes) {
+  std::map<int64_t, double> out;
+  for (const auto& [w, v] : bytes) out[w] = v / 1e9;
+  return out;
+}
+
 nlohmann::json ratio_object(const std::map<int64_t, double>& m) {
   nlohmann::json o = nlohmann::json::object();
   for (const auto& [w, v] : m) o[std::to_string(w)] = v;
@@ -42,6 +49,19 @@ nlohmann::json by_p_gamma(const ThreadFigures& t, F&& value) {
   nlohmann::json o = nlohmann::json::object();
   for (const SpecFigure& f : t.spec) o[p_key(f.p)][f.gamma] = value(f);
   return o;
+}
+
+// The least time of a forward of w rows from the two roofs (bench/compute_roof.h).
+std::map<int64_t, double> floor_ms(const ModelFigures& m, const ThreadFigures& t, const std::map<int, double>& bw) {
+  return forward_floor_ms(t.compute_roof_bytes_per_s, bandwidth_at(bw, t.threads) * 1e9,
+                          static_cast<double>(m.bytes_per_token));
+}
+
+// The same floors over the one-row floor (what a verify cost ratio could be at best).
+std::map<int64_t, double> floor_ratios(const std::map<int64_t, double>& floor) {
+  std::map<int64_t, double> out;
+  for (const auto& [w, v] : floor) out[w] = v / floor.at(1);
+  return out;
 }
 
 nlohmann::json thread_json(const ModelFigures& m, const ThreadFigures& t, const std::map<int, double>& bw) {
@@ -68,6 +88,9 @@ nlohmann::json thread_json(const ModelFigures& m, const ThreadFigures& t, const 
           {"roofline_fraction", roofline_fraction(m, t, bw)},
           {"decode_step_ms", t.step_decode_ms},
           {"verify_cost_ratio", ratio_object(t.verify_cost_ratio)},
+          {"compute_roof_gb_per_s", ratio_object(gb(t.compute_roof_bytes_per_s))},
+          {"forward_floor_ms", ratio_object(floor_ms(m, t, bw))},
+          {"verify_floor_ratio", ratio_object(floor_ratios(floor_ms(m, t, bw)))},
           {"draft_step_ms", t.draft_step_ms ? nlohmann::json(*t.draft_step_ms) : nlohmann::json()},
           {"draft_step_ratio", t.draft_step_ratio ? nlohmann::json(*t.draft_step_ratio) : nlohmann::json()},
           {"spec_speedup", by_p_gamma(t, [](const SpecFigure& f) { return f.speedup; })},
@@ -164,6 +187,27 @@ std::string report_markdown(const SuiteReport& r) {
       md += fmt::format("| {} | {:.1f} | {} |", t.threads, t.step_decode_ms,
                         t.draft_step_ratio ? fmt::format("{:.3f}", *t.draft_step_ratio) : std::string("-"));
       for (const auto& [w, v] : t.verify_cost_ratio) md += fmt::format(" {:.2f} |", v);
+      md += "\n";
+    }
+    md += fmt::format(
+        "\n{}: forwards of w rows against their floor, max(bytes / read bandwidth, bytes / the matmul kernels' "
+        "in-cache speed at w rows) (floor ratio: the floor over the one-row floor, the least a verify cost "
+        "ratio can be)\n\n| threads | figure |",
+        m.name);
+    for (int64_t w = 1; w <= o.max_verify_width; ++w) md += fmt::format(" {} row{} |", w, w == 1 ? "" : "s");
+    md += "\n|---|---|";
+    for (int64_t w = 1; w <= o.max_verify_width; ++w) md += "---|";
+    md += "\n";
+    for (const ThreadFigures& t : m.threads) {
+      const std::map<int64_t, double> floor = floor_ms(m, t, r.bandwidth_gbs);
+      md += fmt::format("| {} | measured ms | {:.3g} |", t.threads, t.step_decode_ms);
+      for (const auto& [w, v] : t.verify_cost_ratio) md += fmt::format(" {:.3g} |", v * t.step_decode_ms);
+      md += fmt::format("\n| {} | floor ms |", t.threads);
+      for (const auto& [w, v] : floor) md += fmt::format(" {:.3g} |", v);
+      md += fmt::format("\n| {} | floor ratio |", t.threads);
+      for (const auto& [w, v] : floor_ratios(floor)) md += fmt::format(" {:.2f} |", v);
+      md += fmt::format("\n| {} | in-cache GB/s |", t.threads);
+      for (const auto& [w, v] : t.compute_roof_bytes_per_s) md += fmt::format(" {:.0f} |", v / 1e9);
       md += "\n";
     }
     if (m.drafter_dir.empty() || m.threads.empty() || m.threads.front().spec.empty()) continue;

@@ -4,7 +4,8 @@
 // The JSON's top-level figures are those of the headline model (the one measured with a drafter,
 // else the last) at its largest thread count: decode_tok_per_s, prefill_tok_per_s,
 // time_to_first_token_ms, bytes_per_token, read_bandwidth_gb_per_s, roofline_fraction,
-// verify_cost_ratio {"2": .., ...}, draft_step_ratio, spec_speedup {"0.7": {"auto": .., "2": ..}},
+// verify_cost_ratio {"2": .., ...}, forward_floor_ms, verify_floor_ratio and compute_roof_gb_per_s
+// (keyed by rows from 1; bench/compute_roof.h), draft_step_ratio, spec_speedup {"0.7": {"auto": .., "2": ..}},
 // expected_speedup (same shape), load_ms, peak_rss_bytes; `models` holds every model's figures per
 // thread count.
 #include <map>

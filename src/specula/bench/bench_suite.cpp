@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "specula/bench/compute_roof.h"
 #include "specula/io/checkpoint_summary.h"
 #include "specula/model/generate.h"
 #include "specula/model/target_benchmark.h"
@@ -236,6 +237,10 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
 
     ThreadFigures tf;
     tf.threads = t;
+    tf.compute_roof_bytes_per_s = measure_compute_roof(model->weights().lm_head, o.max_verify_width, o.precision, pool);
+    log(fmt::format("{}: matmul kernels in cache, {} thread(s), GB of weights/s: 1 row {:.0f}, {} rows {:.0f}", m.name, t,
+                    tf.compute_roof_bytes_per_s.at(1) / 1e9, o.max_verify_width,
+                    tf.compute_roof_bytes_per_s.at(o.max_verify_width) / 1e9));
     tf.prefill_tok_per_s = median(s.prefill_tok_per_s);
     tf.ttft_ms = median(s.ttft_ms);
     tf.decode_tok_per_s = median(s.decode_tok_per_s);

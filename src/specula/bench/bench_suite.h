@@ -8,7 +8,8 @@
 //    drafter, drafts forced right with probability p) next to plain decoding of the same tokens,
 //    with the speedup expected from p, gamma and the measured costs;
 // plus load time and peak RSS. The machine's read bandwidth is measured by the same process
-// (measure_bandwidths), so decode can be put against its roofline: bytes per token x tok/s / GB/s.
+// (measure_bandwidths), so decode can be put against its roofline: bytes per token x tok/s / GB/s;
+// and so is the kernels' in-cache speed (bench/compute_roof.h), the roof that verify widths meet.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -65,6 +66,9 @@ struct ThreadFigures {
   double decode_cpu_ms_per_token = 0.0;         // process CPU time (all threads) per decode token
   double step_decode_ms = 0.0;                 // the decode step the cost ratios divide by
   std::map<int64_t, double> verify_cost_ratio;  // rows -> verify forward / decode step
+  // rows -> weight bytes per second the matmul kernels get through with the weights in cache
+  // (bench/compute_roof.h), 1..max_verify_width rows.
+  std::map<int64_t, double> compute_roof_bytes_per_s;
   std::optional<double> draft_step_ms;         // with a drafter
   std::optional<double> draft_step_ratio;
   std::vector<SpecFigure> spec;                // with a drafter
