@@ -77,6 +77,7 @@ nlohmann::json thread_json(const ModelFigures& m, const ThreadFigures& t, const 
                     {"acceptance_rate", f.acceptance_rate},
                     {"mean_gamma", f.mean_gamma}});
   const double b = bandwidth_at(bw, t.threads);
+  const std::map<int64_t, double> floor = floor_ms(m, t, bw);
   return {{"threads", t.threads},
           {"prefill_tok_per_s", t.prefill_tok_per_s},
           {"time_to_first_token_ms", t.ttft_ms},
@@ -89,8 +90,8 @@ nlohmann::json thread_json(const ModelFigures& m, const ThreadFigures& t, const 
           {"decode_step_ms", t.step_decode_ms},
           {"verify_cost_ratio", ratio_object(t.verify_cost_ratio)},
           {"compute_roof_gb_per_s", ratio_object(gb(t.compute_roof_bytes_per_s))},
-          {"forward_floor_ms", ratio_object(floor_ms(m, t, bw))},
-          {"verify_floor_ratio", ratio_object(floor_ratios(floor_ms(m, t, bw)))},
+          {"forward_floor_ms", ratio_object(floor)},
+          {"verify_floor_ratio", ratio_object(floor_ratios(floor))},
           {"draft_step_ms", t.draft_step_ms ? nlohmann::json(*t.draft_step_ms) : nlohmann::json()},
           {"draft_step_ratio", t.draft_step_ratio ? nlohmann::json(*t.draft_step_ratio) : nlohmann::json()},
           {"spec_speedup", by_p_gamma(t, [](const SpecFigure& f) { return f.speedup; })},
@@ -207,7 +208,7 @@ std::string report_markdown(const SuiteReport& r) {
       md += fmt::format("\n| {} | floor ratio |", t.threads);
       for (const auto& [w, v] : floor_ratios(floor)) md += fmt::format(" {:.2f} |", v);
       md += fmt::format("\n| {} | in-cache GB/s |", t.threads);
-      for (const auto& [w, v] : t.compute_roof_bytes_per_s) md += fmt::format(" {:.0f} |", v / 1e9);
+      for (const auto& [w, v] : gb(t.compute_roof_bytes_per_s)) md += fmt::format(" {:.0f} |", v);
       md += "\n";
     }
     if (m.drafter_dir.empty() || m.threads.empty() || m.threads.front().spec.empty()) continue;
