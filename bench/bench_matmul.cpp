@@ -105,7 +105,7 @@ void BM_QuantMatmul(benchmark::State& state) {
   const int64_t k = state.range(0), n = state.range(1), m = state.range(2);
   const int bits = static_cast<int>(state.range(3));
   const int threads = static_cast<int>(state.range(4));
-  const Precision precision = state.range(5) != 0 ? Precision::Fast : Precision::Exact;
+  const Precision precision = state.range(5) == 2 ? Precision::Int8 : state.range(5) == 1 ? Precision::Fast : Precision::Exact;
   const WeightCopies& wc = weight_copies(n, k, bits);
   ThreadPool& pool = pool_of(threads);
   std::vector<float> x(m * k), y(m * n);
@@ -121,12 +121,12 @@ void BM_QuantMatmul(benchmark::State& state) {
   }
   const double bytes = static_cast<double>(wc.copies[0].bytes());
   state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  const bool fast = precision == Precision::Fast && fast_matmul_supported(wc.copies[0]);
-  state.SetLabel(std::string(isa_name(active_isa())) + (fast ? " fast" : " exact"));
+  const bool fast = is_low_precision(precision) && fast_matmul_supported(wc.copies[0]);
+  state.SetLabel(std::string(isa_name(active_isa())) + " " + (fast ? precision_name(precision) : "exact"));
 }
 
 // E4B (hidden 2560, MLP 10240, 8 q heads and 2 kv heads of 256, tied 262144-row LM head).
-// Args: K, N, M, bits (16 = bf16 dense), threads, fast (0/1).
+// Args: K, N, M, bits (16 = bf16 dense), threads, fast (0 exact, 1 fast, 2 int8).
 void e4b_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"K", "N", "M", "bits", "threads", "fast"});
   struct Shape {
@@ -140,7 +140,7 @@ void e4b_shapes(benchmark::internal::Benchmark* b) {
                           {2560, 10240, 8, false},  {2560, 2560, 16, false}};
   for (const Shape& s : shapes) {
     for (int threads : {1, 2}) {
-      for (int fast : {0, 1}) {
+      for (int fast : {0, 1, 2}) {
         for (int m : {1, 2, 4, 5, 8}) b->Args({s.k, s.n, m, s.bits, threads, fast});
         if (s.prefill && threads == 2) b->Args({s.k, s.n, 512, s.bits, threads, fast});
       }

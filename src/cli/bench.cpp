@@ -134,8 +134,8 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "print one JSON object instead of the markdown tables");
-  cmd->add_option("--precision", args->precision, "matmul precision: exact (f32) or fast (low-precision activations)")
-      ->check(CLI::IsMember({"exact", "fast"}))
+  cmd->add_option("--precision", args->precision, "matmul precision: exact (f32), fast (low-precision activations) or int8 (int8 activations for quantized matrices)")
+      ->check(CLI::IsMember({"exact", "fast", "int8"}))
       ->capture_default_str();
   cmd->add_option("--runs", args->runs, "runs per figure, the median is reported (default 3; --quick 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));

@@ -1,5 +1,5 @@
 // `specula chat --model DIR [--draft DIR|lookup] [--gamma N|auto] [--system TEXT] [--max-tokens N]
-// [sampling flags] [--threads N] [--precision exact|fast] [--chat-template FILE] [--ctx N]`:
+// [sampling flags] [--threads N] [--precision exact|fast|int8] [--chat-template FILE] [--ctx N]`:
 // an interactive multi-turn chat on stdin/stdout (a terminal or a pipe). Each turn renders the
 // whole conversation through the chat template; the engine's prompt cache keeps the KV cache
 // between turns, so only the new turn is prefilled. Answers stream to stdout, a statistics line
@@ -266,8 +266,8 @@ void add_chat_command(CLI::App& app) {
   cmd->add_option("--frequency-penalty", s.frequency_penalty, "OpenAI frequency penalty (0 = off)");
   cmd->add_option("--seed", s.seed, "sampling seed (turn i uses seed + i; default: random)");
   cmd->add_option("--threads", args->threads, "worker threads (0 = one per hardware thread)")->check(CLI::Range(0, 1024));
-  cmd->add_option("--precision", args->precision, "matmul precision: 'fast' (default) or 'exact'")
-      ->check(CLI::IsMember({"exact", "fast"}));
+  cmd->add_option("--precision", args->precision, "matmul precision: 'fast' (default), 'exact' or 'int8'")
+      ->check(CLI::IsMember({"exact", "fast", "int8"}));
   cmd->add_option("--chat-template", args->chat_template, "a Jinja chat template file replacing the checkpoint's");
   cmd->add_option("--ctx", args->ctx, "context limit in tokens (0 = the model's max_position_embeddings)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));

@@ -73,8 +73,8 @@ void add_logits_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--precision", args->precision,
                   "matmul precision; exact (default) is the numerics-checking mode the goldens are held to, "
-                  "fast uses int16 / bf16 activations in the inner products, as `run` does by default")
-      ->check(CLI::IsMember({"exact", "fast"}))
+                  "fast uses int16 / bf16 activations in the inner products, as `run` does by default; int8 uses int8 activations for 4/8-bit matrices")
+      ->check(CLI::IsMember({"exact", "fast", "int8"}))
       ->capture_default_str();
   cmd->callback([args] { run_logits(*args); });
 }

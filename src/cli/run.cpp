@@ -111,8 +111,8 @@ void add_run_command(CLI::App& app) {
                   "context limit in tokens (0 = the model's max_position_embeddings)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--precision", args->precision,
-                  "matmul precision: fast (int16 / bf16 activations in the inner products where the CPU has VNNI / AVX512-BF16) or exact (f32)")
-      ->check(CLI::IsMember({"exact", "fast"}))
+                  "matmul precision: fast (int16 / bf16 activations in the inner products where the CPU has VNNI / AVX512-BF16), exact (f32) or int8 (as fast, int8 activations for 4/8-bit matrices: cheaper multi-row verifies and prefill, far larger rounding error)")
+      ->check(CLI::IsMember({"exact", "fast", "int8"}))
       ->capture_default_str();
   add_speculative_options(cmd, *spec);
   cmd->callback([args, spec, text_args, tokens] {

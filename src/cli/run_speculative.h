@@ -36,7 +36,7 @@ struct RunBasics {
   int threads = 0;
   int64_t prefill_chunk = kDefaultPrefillChunk;
   int64_t max_context = 0;
-  std::string precision = "fast";  // --precision: "fast" or "exact"
+  std::string precision = "fast";  // --precision: "fast", "exact" or "int8"
   std::optional<std::vector<int32_t>> prompt_ids;  // text mode: the encoded prompt (instead of tokens)
 };
 

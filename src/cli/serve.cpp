@@ -109,7 +109,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--ctx", args->engine.max_context, "context size in tokens (0 = the model's maximum)")
       ->capture_default_str();
   cmd->add_option("--prefill-chunk", args->engine.prefill_chunk, "prefill chunk size")->capture_default_str();
-  cmd->add_option("--precision", args->precision, "exact | fast")->capture_default_str();
+  cmd->add_option("--precision", args->precision, "exact | fast | int8")->capture_default_str();
   cmd->add_flag("!--no-prompt-cache", args->engine.prompt_cache, "prefill every request from scratch");
   cmd->add_option("--host", args->server.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", args->server.port, "port (0 = any free port, printed at startup)")->capture_default_str();

@@ -3,7 +3,9 @@
 // identical to the golden ones up to the first step whose golden margin (top-1 minus top-2 logit)
 // is at most 0.1 (a near-tie fast rounding may flip; after a flip the continuations differ); and
 // speculative decoding in fast mode (drafter with gamma 1, 3 and auto, prompt lookup) equal to
-// plain fast decoding token for token, with contexts several sliding windows long.
+// plain fast decoding token for token, with contexts several sliding windows long. The same
+// speculative check for Precision::Int8, whose logits error is printed (it is outside the 3e-2
+// bar: the opt-in mode trades accuracy for cheaper multi-row verifies).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -29,10 +31,24 @@ namespace fs = std::filesystem;
 using spec_test::golden_case_names;
 using spec_test::golden_root;
 
-TargetOptions fast_options() {
+TargetOptions fast_options(Precision precision = Precision::Fast) {
   TargetOptions o;
-  o.precision = Precision::Fast;
+  o.precision = precision;
   return o;
+}
+
+// max |got - golden| / max |golden| over the prompt's logits.
+double relative_error(const ForwardOutput& out, const std::vector<std::vector<double>>& want_logits) {
+  double max_abs = 0.0, max_diff = 0.0;
+  for (size_t r = 0; r < out.rows.size(); ++r) {
+    const float* got = out.logits_row(r);
+    for (int64_t j = 0; j < out.vocab_size; ++j) {
+      const double want = want_logits[r][static_cast<size_t>(j)];
+      max_abs = std::max(max_abs, std::abs(want));
+      max_diff = std::max(max_diff, std::abs(static_cast<double>(got[j]) - want));
+    }
+  }
+  return max_diff / max_abs;
 }
 
 // True when this CPU runs the fast kernels for the case's matrices (4/8-bit affine with VNNI, bf16
@@ -45,61 +61,11 @@ bool expects_fast_kernels(const std::string& name) {
   return false;
 }
 
-class FastPrecision : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(FastPrecision, LogitsWithin3e2AndGreedyTokensWhereTheMarginExceeds0p1) {
-  const fs::path dir = golden_root() / GetParam();
-  const nlohmann::json expected = read_json_file((dir / "expected.json").string());
-  const auto prompt = expected.at("prompt").get<std::vector<int32_t>>();
-  const auto want_logits = expected.at("logits").get<std::vector<std::vector<double>>>();
-  const auto want_greedy = expected.at("greedy").get<std::vector<int32_t>>();
-  const auto margins = expected.at("greedy_margins").get<std::vector<double>>();
-  ASSERT_EQ(margins.size(), want_greedy.size());
-
-  auto fast = TargetModel::load((dir / "model").string(), fast_options());
-  auto exact = TargetModel::load((dir / "model").string());
-  ThreadPool pool(2);
-  ForwardRequest all;
-  all.rows = OutputRows::All;
-  TargetCache cache = fast->new_cache();
-  const ForwardOutput out = fast->forward(cache, prompt, all, pool);
-  TargetCache exact_cache = exact->new_cache();
-  const ForwardOutput ref = exact->forward(exact_cache, prompt, all, pool);
-  ASSERT_EQ(out.rows.size(), prompt.size());
-  double max_abs = 0.0, max_diff = 0.0;
-  bool differs_from_exact = false;
-  for (size_t r = 0; r < prompt.size(); ++r) {
-    const float* got = out.logits_row(r);
-    differs_from_exact |= std::memcmp(got, ref.logits_row(r), sizeof(float) * out.vocab_size) != 0;
-    for (int64_t j = 0; j < out.vocab_size; ++j) {
-      const double want = want_logits[r][static_cast<size_t>(j)];
-      max_abs = std::max(max_abs, std::abs(want));
-      max_diff = std::max(max_diff, std::abs(static_cast<double>(got[j]) - want));
-    }
-  }
-  const double rel = max_diff / max_abs;
-  std::printf("[fast] %-24s max relative error %.3e\n", GetParam().c_str(), rel);
-  EXPECT_LT(rel, 3e-2) << GetParam();
-  if (expects_fast_kernels(GetParam())) {
-    EXPECT_TRUE(differs_from_exact) << "fast mode ran the exact kernels";
-  }
-
-  GenerateOptions g;
-  g.max_tokens = static_cast<int64_t>(want_greedy.size());
-  g.ignore_eos = true;
-  const GenerateResult res = generate_greedy(*fast, cache, prompt, g, pool);
-  ASSERT_EQ(res.tokens.size(), want_greedy.size());
-  for (size_t i = 0; i < want_greedy.size(); ++i) {
-    if (res.tokens[i] == want_greedy[i]) continue;
-    EXPECT_LE(margins[i], 0.1) << GetParam() << ": step " << i << " got " << res.tokens[i] << " want "
-                               << want_greedy[i] << " with golden margin " << margins[i];
-    break;  // the continuation is conditioned on a different token from here on
-  }
-}
-
-TEST_P(FastPrecision, SpeculativeEqualsPlainPastTheWindow) {
-  const fs::path dir = golden_root() / GetParam();
-  auto model = TargetModel::load((dir / "model").string(), fast_options());
+// Speculative decoding (drafter with gamma 1, 3 and auto; prompt lookup) equals plain decoding
+// in `precision`, with a prompt of three sliding windows and four windows of output.
+void expect_speculative_equals_plain(const std::string& name, Precision precision) {
+  const fs::path dir = golden_root() / name;
+  auto model = TargetModel::load((dir / "model").string(), fast_options(precision));
   const int64_t window = model->config().text.sliding_window;
   std::vector<int32_t> prompt =
       read_json_file((dir / "expected.json").string()).at("prompt").get<std::vector<int32_t>>();
@@ -132,6 +98,84 @@ TEST_P(FastPrecision, SpeculativeEqualsPlainPastTheWindow) {
   EXPECT_GT(lk.stats.drafted, 0) << "the repeated prompt gives lookup something to propose";
 }
 
+class FastPrecision : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FastPrecision, LogitsWithin3e2AndGreedyTokensWhereTheMarginExceeds0p1) {
+  const fs::path dir = golden_root() / GetParam();
+  const nlohmann::json expected = read_json_file((dir / "expected.json").string());
+  const auto prompt = expected.at("prompt").get<std::vector<int32_t>>();
+  const auto want_logits = expected.at("logits").get<std::vector<std::vector<double>>>();
+  const auto want_greedy = expected.at("greedy").get<std::vector<int32_t>>();
+  const auto margins = expected.at("greedy_margins").get<std::vector<double>>();
+  ASSERT_EQ(margins.size(), want_greedy.size());
+
+  auto fast = TargetModel::load((dir / "model").string(), fast_options());
+  auto exact = TargetModel::load((dir / "model").string());
+  ThreadPool pool(2);
+  ForwardRequest all;
+  all.rows = OutputRows::All;
+  TargetCache cache = fast->new_cache();
+  const ForwardOutput out = fast->forward(cache, prompt, all, pool);
+  TargetCache exact_cache = exact->new_cache();
+  const ForwardOutput ref = exact->forward(exact_cache, prompt, all, pool);
+  ASSERT_EQ(out.rows.size(), prompt.size());
+  bool differs_from_exact = false;
+  for (size_t r = 0; r < prompt.size(); ++r) {
+    differs_from_exact |= std::memcmp(out.logits_row(r), ref.logits_row(r), sizeof(float) * out.vocab_size) != 0;
+  }
+  const double rel = relative_error(out, want_logits);
+  std::printf("[fast] %-24s max relative error %.3e\n", GetParam().c_str(), rel);
+  EXPECT_LT(rel, 3e-2) << GetParam();
+  if (expects_fast_kernels(GetParam())) {
+    EXPECT_TRUE(differs_from_exact) << "fast mode ran the exact kernels";
+  }
+
+  GenerateOptions g;
+  g.max_tokens = static_cast<int64_t>(want_greedy.size());
+  g.ignore_eos = true;
+  const GenerateResult res = generate_greedy(*fast, cache, prompt, g, pool);
+  ASSERT_EQ(res.tokens.size(), want_greedy.size());
+  for (size_t i = 0; i < want_greedy.size(); ++i) {
+    if (res.tokens[i] == want_greedy[i]) continue;
+    EXPECT_LE(margins[i], 0.1) << GetParam() << ": step " << i << " got " << res.tokens[i] << " want "
+                               << want_greedy[i] << " with golden margin " << margins[i];
+    break;  // the continuation is conditioned on a different token from here on
+  }
+}
+
+// Int8 logits: printed beside fast mode's, different from them where the int8 kernels run, and
+// still the model's (well under the logits' own scale: a kernel reading the wrong codes is not).
+TEST_P(FastPrecision, Int8LogitsDifferFromFastAndStayNearTheGolden) {
+  const fs::path dir = golden_root() / GetParam();
+  const nlohmann::json expected = read_json_file((dir / "expected.json").string());
+  const auto prompt = expected.at("prompt").get<std::vector<int32_t>>();
+  const auto want_logits = expected.at("logits").get<std::vector<std::vector<double>>>();
+  auto int8 = TargetModel::load((dir / "model").string(), fast_options(Precision::Int8));
+  auto fast = TargetModel::load((dir / "model").string(), fast_options());
+  ThreadPool pool(2);
+  ForwardRequest all;
+  all.rows = OutputRows::All;
+  TargetCache cache = int8->new_cache();
+  const ForwardOutput out = int8->forward(cache, prompt, all, pool);
+  TargetCache fast_cache = fast->new_cache();
+  const ForwardOutput ref = fast->forward(fast_cache, prompt, all, pool);
+  const double rel = relative_error(out, want_logits);
+  std::printf("[int8] %-24s max relative error %.3e (fast %.3e)\n", GetParam().c_str(), rel,
+              relative_error(ref, want_logits));
+  EXPECT_LT(rel, 1.0) << GetParam();
+  const bool int8_kernels = expects_fast_kernels(GetParam()) && GetParam().find("bf16") == std::string::npos;
+  bool differs = false;
+  for (size_t r = 0; r < prompt.size(); ++r)
+    differs |= std::memcmp(out.logits_row(r), ref.logits_row(r), sizeof(float) * out.vocab_size) != 0;
+  EXPECT_EQ(differs, int8_kernels) << GetParam() << ": int8 changes exactly the 4/8-bit matrices' products";
+}
+
+TEST_P(FastPrecision, SpeculativeEqualsPlainPastTheWindow) {
+  for (const Precision precision : {Precision::Fast, Precision::Int8}) {
+    SCOPED_TRACE(precision_name(precision));
+    expect_speculative_equals_plain(GetParam(), precision);
+  }
+}
 INSTANTIATE_TEST_SUITE_P(Goldens, FastPrecision, ::testing::ValuesIn(golden_case_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return spec_test::param_name(info.param);

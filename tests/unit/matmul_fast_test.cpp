@@ -1,6 +1,7 @@
-// Fast-precision matmul (kernels/matmul.h, Precision::Fast): the kernels against the scalar
-// reference of the fast math, the bitwise batch-invariance contract (any M, row position and thread
-// count), the fallback to the exact kernels, and the accuracy of the fast math against exact f32.
+// Fast-precision matmul (kernels/matmul.h, Precision::Fast and Int8): the kernels against the
+// scalar reference of the fast math, the bitwise batch-invariance contract (any M, row position and
+// thread count), the fallback to the exact kernels, and the accuracy of the fast math against
+// exact f32.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -55,6 +56,8 @@ std::vector<Spec> fast_formats() {
 }
 
 using Weights = test::RandomWeights;
+
+constexpr Precision kLowPrecisions[] = {Precision::Fast, Precision::Int8};
 
 Weights make_weights(const Spec& spec, int64_t rows, int64_t cols, std::mt19937& rng) {
   return test::random_weights(spec.format, spec.bits, spec.gs, spec.sd, rows, cols, rng);
@@ -131,8 +134,11 @@ TEST(MatmulFast, SupportFollowsFormatAndCpu) {
   }
   EXPECT_EQ(parse_precision("fast"), Precision::Fast);
   EXPECT_EQ(parse_precision("exact"), Precision::Exact);
+  EXPECT_EQ(parse_precision("int8"), Precision::Int8);
   EXPECT_STREQ(precision_name(Precision::Fast), "fast");
-  EXPECT_THROW(parse_precision("int8"), Error);
+  EXPECT_STREQ(precision_name(Precision::Int8), "int8");
+  EXPECT_THROW(parse_precision("int4"), Error);
+  EXPECT_THROW(parse_precision("Fast"), Error);
 }
 
 // Every format, shapes whose K leaves a partial 64-byte block (4-bit K = 96, 160; bf16 K = 40).
@@ -142,20 +148,23 @@ TEST(MatmulFast, KernelsAgreeWithFastReference) {
   ThreadPool one(1), two(2);
   std::mt19937 rng(77);
   const int64_t n = 29;
-  for (const Spec& spec : fast_formats()) {
-    for (int64_t k : {128, 384, 160, 96, 40}) {
-      if (spec.format == WeightFormat::Affine && k % spec.gs != 0) continue;
-      const Weights wt = make_weights(spec, n, k, rng);
-      if (!fast_matmul_supported(wt.w)) continue;  // covered by FallsBackToExactKernels
-      const int64_t m = 11;
-      const std::vector<float> x = random_x(m, k, rng);
-      std::vector<float> ref(m * n), y(m * n, NAN);
-      reference::matmul_fast(x.data(), m, k, wt.w, ref.data(), n);
-      matmul(x.data(), m, wt.w, y.data(), k == 128 ? two : one, Precision::Fast);
-      const std::vector<double> mag = magnitude(x, m, wt);
-      for (int64_t i = 0; i < m * n; ++i) {
-        ASSERT_LE(std::fabs(double(y[i]) - ref[i]), 1e-5 * mag[i])
-            << spec.name() << " K=" << k << " element " << i << " got " << y[i] << " want " << ref[i];
+  for (const Precision precision : kLowPrecisions) {
+    for (const Spec& spec : fast_formats()) {
+      for (int64_t k : {128, 384, 160, 96, 40}) {
+        if (spec.format == WeightFormat::Affine && k % spec.gs != 0) continue;
+        const Weights wt = make_weights(spec, n, k, rng);
+        if (!fast_matmul_supported(wt.w)) continue;  // covered by FallsBackToExactKernels
+        const int64_t m = 11;
+        const std::vector<float> x = random_x(m, k, rng);
+        std::vector<float> ref(m * n), y(m * n, NAN);
+        reference::matmul_fast(x.data(), m, k, wt.w, ref.data(), n, precision);
+        matmul(x.data(), m, wt.w, y.data(), k == 128 ? two : one, precision);
+        const std::vector<double> mag = magnitude(x, m, wt);
+        for (int64_t i = 0; i < m * n; ++i) {
+          ASSERT_LE(std::fabs(double(y[i]) - ref[i]), 1e-5 * mag[i])
+              << precision_name(precision) << " " << spec.name() << " K=" << k << " element " << i << " got " << y[i]
+              << " want " << ref[i];
+        }
       }
     }
   }
@@ -167,23 +176,25 @@ TEST(MatmulFast, RowsAreBitwiseBatchAndThreadInvariant) {
   ThreadPool one(1), two(2);
   std::mt19937 rng(2024);
   const int64_t n = 37, k = 256, rows = 64;
-  for (const Spec& spec : fast_formats()) {
-    const Weights wt = make_weights(spec, n, k, rng);
-    const std::vector<float> x = random_x(rows, k, rng);
-    SCOPED_TRACE(spec.name());
-    std::vector<float> full(rows * n);
-    matmul(x.data(), rows, wt.w, full.data(), two, Precision::Fast);
-    std::vector<int> order(rows);
-    std::iota(order.begin(), order.end(), 0);
-    for (int64_t m = 1; m <= rows; ++m) {
-      std::shuffle(order.begin(), order.end(), rng);
-      std::vector<float> xs(m * k), ys(m * n);
-      for (int64_t i = 0; i < m; ++i) std::memcpy(&xs[i * k], &x[order[i] * k], k * sizeof(float));
-      const bool two_threads = m == 1 || m == 4 || m == 9 || m == 33;
-      matmul(xs.data(), m, wt.w, ys.data(), two_threads ? two : one, Precision::Fast);
-      for (int64_t i = 0; i < m; ++i) {
-        ASSERT_EQ(0, std::memcmp(&ys[i * n], &full[order[i] * n], n * sizeof(float)))
-            << "row " << order[i] << " at position " << i << " of M=" << m;
+  for (const Precision precision : kLowPrecisions) {
+    for (const Spec& spec : fast_formats()) {
+      const Weights wt = make_weights(spec, n, k, rng);
+      const std::vector<float> x = random_x(rows, k, rng);
+      SCOPED_TRACE(spec.name() + " " + precision_name(precision));
+      std::vector<float> full(rows * n);
+      matmul(x.data(), rows, wt.w, full.data(), two, precision);
+      std::vector<int> order(rows);
+      std::iota(order.begin(), order.end(), 0);
+      for (int64_t m = 1; m <= rows; ++m) {
+        std::shuffle(order.begin(), order.end(), rng);
+        std::vector<float> xs(m * k), ys(m * n);
+        for (int64_t i = 0; i < m; ++i) std::memcpy(&xs[i * k], &x[order[i] * k], k * sizeof(float));
+        const bool two_threads = m == 1 || m == 4 || m == 9 || m == 33;
+        matmul(xs.data(), m, wt.w, ys.data(), two_threads ? two : one, precision);
+        for (int64_t i = 0; i < m; ++i) {
+          ASSERT_EQ(0, std::memcmp(&ys[i * n], &full[order[i] * n], n * sizeof(float)))
+              << "row " << order[i] << " at position " << i << " of M=" << m;
+        }
       }
     }
   }
@@ -199,11 +210,14 @@ TEST(MatmulFast, PrefillRowsEqualDecodeRows) {
   for (const Spec& spec : {Spec{WeightFormat::Affine, 4, 64, DType::BF16}, Spec{WeightFormat::BF16, 0, 0, DType::BF16}}) {
     const Weights wt = make_weights(spec, n, k, rng);
     const std::vector<float> x = random_x(m, k, rng);
-    std::vector<float> all(m * n), one_row(n);
-    matmul(x.data(), m, wt.w, all.data(), two, Precision::Fast);
-    for (int64_t i = 0; i < m; ++i) {
-      matmul(x.data() + i * k, 1, wt.w, one_row.data(), two, Precision::Fast);
-      ASSERT_EQ(0, std::memcmp(one_row.data(), &all[i * n], n * sizeof(float))) << spec.name() << " row " << i;
+    for (const Precision precision : kLowPrecisions) {
+      std::vector<float> all(m * n), one_row(n);
+      matmul(x.data(), m, wt.w, all.data(), two, precision);
+      for (int64_t i = 0; i < m; ++i) {
+        matmul(x.data() + i * k, 1, wt.w, one_row.data(), two, precision);
+        ASSERT_EQ(0, std::memcmp(one_row.data(), &all[i * n], n * sizeof(float)))
+            << spec.name() << " " << precision_name(precision) << " row " << i;
+      }
     }
   }
 }
@@ -229,16 +243,19 @@ TEST(MatmulFast, FallsBackToExactKernels) {
       const std::vector<float> x = random_x(m, k, rng);
       std::vector<float> exact(m * n), fast(m * n);
       matmul(x.data(), m, wt.w, exact.data(), pool, Precision::Exact);
-      matmul(x.data(), m, wt.w, fast.data(), pool, Precision::Fast);
-      EXPECT_EQ(0, std::memcmp(exact.data(), fast.data(), exact.size() * sizeof(float)))
-          << spec.name() << " isa=" << isa_name(isa);
+      for (const Precision precision : kLowPrecisions) {
+        matmul(x.data(), m, wt.w, fast.data(), pool, precision);
+        EXPECT_EQ(0, std::memcmp(exact.data(), fast.data(), exact.size() * sizeof(float)))
+            << spec.name() << " " << precision_name(precision) << " isa=" << isa_name(isa);
+      }
     }
   }
 }
 
 // The accuracy the fast math gives up: int16 activations (15 bits of the group's largest
 // magnitude) and bf16 hi + lo terms stay within 1e-4 of the f32 result's magnitude scale, and the
-// fast reference is not the exact math in disguise.
+// fast reference is not the exact math in disguise. Int8 activations (7 bits) stay within 1e-2
+// and lose more than int16 on every quantized format.
 TEST(MatmulFast, CloseToExactMath) {
   IsaGuard guard;
   set_active_isa(detected_isa());
@@ -248,14 +265,20 @@ TEST(MatmulFast, CloseToExactMath) {
   for (const Spec& spec : fast_formats()) {
     const Weights wt = make_weights(spec, n, k, rng);
     const std::vector<float> x = random_x(m, k, rng);
-    std::vector<float> exact(m * n), fast(m * n);
+    std::vector<float> exact(m * n), fast(m * n), int8(m * n);
     reference::matmul(x.data(), m, k, wt.w, exact.data(), n);
     reference::matmul_fast(x.data(), m, k, wt.w, fast.data(), n);
+    reference::matmul_fast(x.data(), m, k, wt.w, int8.data(), n, Precision::Int8);
     const std::vector<double> mag = magnitude(x, m, wt);
-    double worst = 0;
-    for (int64_t i = 0; i < m * n; ++i) worst = std::max(worst, std::fabs(double(fast[i]) - exact[i]) / mag[i]);
+    double worst = 0, worst8 = 0;
+    for (int64_t i = 0; i < m * n; ++i) {
+      worst = std::max(worst, std::fabs(double(fast[i]) - exact[i]) / mag[i]);
+      worst8 = std::max(worst8, std::fabs(double(int8[i]) - exact[i]) / mag[i]);
+    }
     EXPECT_LT(worst, 1e-4) << spec.name();
     EXPECT_GT(worst, 0.0) << spec.name() << ": the fast reference should not be the exact math";
+    EXPECT_LT(worst8, 1e-2) << spec.name();
+    if (spec.format == WeightFormat::Affine) EXPECT_GT(worst8, 10 * worst) << spec.name() << ": int8 is not int16";
   }
 }
 
@@ -271,12 +294,14 @@ TEST(MatmulFast, HonoursRowStrides) {
     const std::vector<float> packed = random_x(m, k, rng);
     std::vector<float> strided(m * ldx, NAN);
     for (int64_t i = 0; i < m; ++i) std::memcpy(&strided[i * ldx], &packed[i * k], k * sizeof(float));
-    std::vector<float> y0(m * n), y1(m * ldy, -7.0f);
-    matmul(packed.data(), m, wt.w, y0.data(), pool, Precision::Fast);
-    matmul(strided.data(), m, ldx, wt.w, y1.data(), ldy, pool, Precision::Fast);
-    for (int64_t i = 0; i < m; ++i) {
-      EXPECT_EQ(0, std::memcmp(&y0[i * n], &y1[i * ldy], n * sizeof(float))) << spec.name();
-      for (int64_t j = n; j < ldy; ++j) EXPECT_EQ(y1[i * ldy + j], -7.0f);
+    for (const Precision precision : kLowPrecisions) {
+      std::vector<float> y0(m * n), y1(m * ldy, -7.0f);
+      matmul(packed.data(), m, wt.w, y0.data(), pool, precision);
+      matmul(strided.data(), m, ldx, wt.w, y1.data(), ldy, pool, precision);
+      for (int64_t i = 0; i < m; ++i) {
+        EXPECT_EQ(0, std::memcmp(&y0[i * n], &y1[i * ldy], n * sizeof(float))) << spec.name();
+        for (int64_t j = n; j < ldy; ++j) EXPECT_EQ(y1[i * ldy + j], -7.0f);
+      }
     }
   }
 }

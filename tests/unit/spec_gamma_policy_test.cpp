@@ -118,6 +118,28 @@ TEST(SpecGammaPolicy, ASlowOpeningRoundDoesNotKeepItDrafting) {
   EXPECT_GE(late_plain, 50);
 }
 
+// The first measurement of a width can be a slow step (another process on the cores): the width
+// then looks dear, and a policy that only measures what it picks would never pick it again. After
+// a run of rounds at one gamma the policy tries one wider, and a faster measurement counts for
+// more than a slower one, so the width comes back.
+TEST(SpecGammaPolicy, AWidthPricedOutByOneSlowMeasurementIsMeasuredAgain) {
+  AutoGamma p(3);
+  bool slowed = false;
+  int late_three = 0;
+  for (int i = 0; i < 60; ++i) {
+    const int64_t g = p.choose();
+    double verify = 100.0 + 2.0 * static_cast<double>(g);  // drafts always accepted: gamma 3 is best
+    if (g == 3 && !slowed) {
+      verify *= 1.6;
+      slowed = true;
+    }
+    if (i >= 40 && g == 3) ++late_three;
+    p.record(g, g, 1.0 * static_cast<double>(g), verify);
+  }
+  EXPECT_TRUE(slowed);
+  EXPECT_GE(late_three, 15);
+}
+
 TEST(SpecGammaPolicy, RejectsImpossibleRounds) {
   AutoGamma p(3);
   EXPECT_THROW(p.record(4, 0, 1.0, 1.0), Error);

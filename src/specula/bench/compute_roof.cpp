@@ -65,7 +65,7 @@ std::map<int64_t, double> measure_compute_roof(const WeightMatrix& like, int64_t
     fill_small(params.data(), 2 * per, w.scale_dtype);
     w.scales = params.data();
     w.biases = params.data() + per * dtype_size(w.scale_dtype);
-    if (precision == Precision::Fast && fast_matmul_supported(w)) {
+    if (is_low_precision(precision) && fast_matmul_supported(w)) {
       WeightMatrix* one[] = {&w};
       packed = pack_matrices(one, pool);  // the layout a loaded model's fast kernels read
     }

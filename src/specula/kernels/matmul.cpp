@@ -65,9 +65,10 @@ void validate(int64_t m, int64_t ldx, const WeightMatrix& w, int64_t ldy) {
 // matrix without a packed copy is packed here per call: the same bytes as a pre-packed one, only
 // slower (models pack theirs once at load; see kernels/packed_affine.h).
 void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
-                 ThreadPool& pool) {
+                 ThreadPool& pool, bool int8) {
   // Scratch lives in the calling thread and is reused across calls (decode issues many).
   thread_local std::vector<int16_t> xq;
+  thread_local std::vector<int8_t> xq8;
   thread_local std::vector<float> group_scales, group_sums;
   thread_local std::vector<uint16_t> xb;
   thread_local std::vector<uint8_t> packed;
@@ -86,10 +87,15 @@ void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, 
   } else {
     job.groups = w.groups_per_row();
     job.group_bytes = packed_group_bytes(w);
-    xq.resize(static_cast<size_t>(m * w.cols));
+    if (int8) {
+      xq8.resize(static_cast<size_t>(m * w.cols));
+      job.xq8 = xq8.data();
+    } else {
+      xq.resize(static_cast<size_t>(m * w.cols));
+      job.xq = xq.data();
+    }
     group_scales.resize(static_cast<size_t>(m * job.groups));
     group_sums.resize(static_cast<size_t>(m * job.groups));
-    job.xq = xq.data();
     job.x_group_scales = group_scales.data();
     job.x_group_sums = group_sums.data();
     job.packed = w.packed;
@@ -141,8 +147,8 @@ void matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float
   }
   const Isa isa = active_isa();
 #if defined(SPECULA_X86)
-  if (precision == Precision::Fast && fast_matmul_supported(w)) {
-    matmul_fast(x, m, ldx, w, y, ldy, pool);
+  if (is_low_precision(precision) && fast_matmul_supported(w)) {
+    matmul_fast(x, m, ldx, w, y, ldy, pool, precision == Precision::Int8);
     return;
   }
   if (isa == Isa::Avx512 || isa == Isa::Avx2) {
@@ -185,9 +191,17 @@ namespace specula {
 Precision parse_precision(const std::string& text) {
   if (text == "exact") return Precision::Exact;
   if (text == "fast") return Precision::Fast;
-  fail("precision '{}' is neither 'exact' nor 'fast'", text);
+  if (text == "int8") return Precision::Int8;
+  fail("precision '{}' is not one of 'exact', 'fast', 'int8'", text);
 }
 
-const char* precision_name(Precision p) { return p == Precision::Fast ? "fast" : "exact"; }
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::Exact: return "exact";
+    case Precision::Fast: return "fast";
+    case Precision::Int8: return "int8";
+  }
+  return "exact";
+}
 
 }  // namespace specula

@@ -16,17 +16,24 @@ namespace specula {
 // Exact: f32 activations and f32 accumulation (held to 1e-4 against the float64 goldens).
 // Fast: the inner products run on integer or bf16 activations where the CPU has the instructions
 // (int16 activations x quantized weights with AVX-512 VNNI, bf16 hi+lo activations x bf16 weights
-// with AVX512-BF16); norms, softmax, RoPE, residuals and the KV cache stay f32. Both modes are
-// batch invariant and deterministic. Quantized matrices are read in the packed layout of
+// with AVX512-BF16); norms, softmax, RoPE, residuals and the KV cache stay f32. All three modes
+// are batch invariant and deterministic. Quantized matrices are read in the packed layout of
 // kernels/packed_affine.h (WeightMatrix::packed, set once by the models at load; packed per call
 // otherwise, with the same result).
-enum class Precision { Exact, Fast };
-// "exact" or "fast"; throws specula::Error naming the value.
+// Int8: as Fast, with the affine 4/8-bit matrices' activations quantized to int8 per group
+// (`vpdpbusd`: twice the multiply-adds per instruction of the int16 path, so verifies of several
+// rows cost less), at the price of 130-370x the int16 path's logit error on the golden models
+// (0.35-0.62 relative, against the 3e-2 bar Fast holds; docs/performance.md). BF16 matrices run as
+// in Fast.
+enum class Precision { Exact, Fast, Int8 };
+// "exact", "fast" or "int8"; throws specula::Error naming the value.
 Precision parse_precision(const std::string& text);
 const char* precision_name(Precision p);
+// Fast or Int8: the modes that use the low-precision kernels and their packed weights.
+inline bool is_low_precision(Precision p) { return p != Precision::Exact; }
 
-// ldx / ldy: row strides in elements (>= K / >= N). `precision` = Fast uses the fast kernels where
-// fast_matmul_supported(w), and the exact ones otherwise.
+// ldx / ldy: row strides in elements (>= K / >= N). `precision` = Fast or Int8 uses the fast
+// kernels where fast_matmul_supported(w), and the exact ones otherwise.
 void matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
             ThreadPool& pool, Precision precision = Precision::Exact);
 
@@ -37,11 +44,12 @@ inline void matmul(const float* x, int64_t m, const WeightMatrix& w, float* y, T
 
 // Whether Precision::Fast has a low-precision kernel for w with the active kernel set on this CPU:
 //  * affine 4-bit and 8-bit weights: int16 activations per quantization group, `vpdpwssd`
-//    (AVX-512 VNNI); other widths (2, 3, 5, 6 bits) run the exact kernel;
+//    (AVX-512 VNNI; Int8: int8 activations, `vpdpbusd`); other widths (2, 3, 5, 6 bits) run the
+//    exact kernel;
 //  * BF16 weights: activations as two bf16 terms (hi + lo), `vdpbf16ps` (AVX-512 BF16);
 //  * F32 and F16 weights always run the exact kernel (no cheaper inner product keeps their
 //    accuracy, and the checkpoints that matter store matrices quantized or in bf16).
-// Without the AVX-512 kernel set (or the instruction), fast mode is the exact mode.
+// Without the AVX-512 kernel set (or the instruction), fast and int8 modes are the exact mode.
 bool fast_matmul_supported(const WeightMatrix& w);
 
 namespace reference {
@@ -50,12 +58,13 @@ void matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float
 
 // Scalar reference of the fast math, whatever the CPU (float64 sums of the exactly computed
 // products; the kernels are held to it with a tolerance):
-//  * affine 4/8-bit: per row r and group g, s = max|x| / 32767,
-//    xq = round-half-even(x * 32767 / max|x|) (int16),
+//  * affine 4/8-bit: per row r and group g, s = max|x| / L,
+//    xq = round-half-even(x * L / max|x|) with L = 32767 (int16; Int8: L = 127),
 //    y = sum_g scale_g * s * (sum_j q_j xq_j) + sum_g bias_g * (sum_j x_j);
 //  * BF16: hi = bf16(x), lo = bf16(x - hi) (nearest even), y = sum_j w_j * (hi_j + lo_j);
 //  * other formats: the exact reference above.
-void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy);
+void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
+                 Precision precision = Precision::Fast);
 }  // namespace reference
 
 }  // namespace specula

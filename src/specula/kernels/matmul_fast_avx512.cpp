@@ -10,6 +10,10 @@
 //   acc = fma(float(isum), scale_w * s_x, acc);  acc = fma(bias_w, sum(x over the group), acc)
 // and the 16 results are stored without a reduction.
 //
+// Precision::Int8 quantizes X the same way to int8 (127 levels) and multiplies 4 inputs per
+// instruction (`vpdpbusd`, the codes as its unsigned bytes): twice the multiply-adds per
+// instruction, for verifies and prefill that are bound by multiplies rather than by memory.
+//
 // BF16 weights: X is split once per call into bf16 hi + lo terms; `vdpbf16ps` accumulates the
 // products with both in f32 (two instructions per 32 weights and row, no widening of W).
 //
@@ -52,12 +56,16 @@ inline __mmask16 mask16(int64_t n) {
 
 // ---- affine: preparation of X ------------------------------------------------------------------
 
-// Quantizes X row `r` into job.xq (natural order), job.x_group_scales and job.x_group_sums.
+// Quantizes X row `r` into job.xq (int16) or job.xq8 (int8, when set), natural order, and
+// job.x_group_scales and job.x_group_sums.
 void prepare_affine_row(const FastJob& job, int64_t r) {
   const WeightMatrix& w = *job.w;
   const int gs = w.group_size;
   const float* x = job.x + r * job.ldx;
-  int16_t* xq = job.xq + r * w.cols;
+  const bool int8 = job.xq8 != nullptr;
+  const float levels = int8 ? kActivationLevels8 : kActivationLevels;
+  int16_t* xq = int8 ? nullptr : job.xq + r * w.cols;
+  int8_t* xq8 = int8 ? job.xq8 + r * w.cols : nullptr;
   float* sums = job.x_group_sums + r * job.groups;
   float* group_scale = job.x_group_scales + r * job.groups;
   for (int64_t g = 0; g < job.groups; ++g) {
@@ -71,12 +79,16 @@ void prepare_affine_row(const FastJob& job, int64_t r) {
     const float amax = _mm512_reduce_max_ps(vmax);
     sums[g] = _mm512_reduce_add_ps(vsum);
     // amax == 0: every activation of the group is zero and so is its scale.
-    const float inv = amax > 0.0f ? kActivationLevels / amax : 0.0f;
-    group_scale[g] = amax / kActivationLevels;
+    const float inv = amax > 0.0f ? levels / amax : 0.0f;
+    group_scale[g] = amax / levels;
     const __m512 vinv = _mm512_set1_ps(inv);
     for (int j = 0; j < gs; j += 16) {
       const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xg + j), vinv));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xq + g * gs + j), _mm512_cvtsepi32_epi16(q));
+      if (int8) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(xq8 + g * gs + j), _mm512_cvtsepi32_epi8(q));
+      } else {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(xq + g * gs + j), _mm512_cvtsepi32_epi16(q));
+      }
     }
   }
 }
@@ -192,14 +204,115 @@ const AffineBlockFn* affine_kernels(int gs) {
                     : AffineKernels<BITS, 128>::by_rows;
 }
 
+// ---- affine, int8 activations (Precision::Int8) ----------------------------------------------
+
+// acc += w * (the quad of activations x[0..3] in every 32-bit lane): one `vpdpbusd`, W as the
+// unsigned bytes, the quad as an embedded-broadcast signed memory operand (see dpwssd_pair).
+typedef int32_t __attribute__((may_alias)) QuadBits;
+inline __m512i dpbusd_quad(__m512i acc, __m512i w, const int8_t* x) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const QuadBits*>(x)));
+  return acc;
+}
+
+// The 16 W rows' codes for 4 consecutive inputs, one row per 32-bit lane, bytes in input order.
+// A 32-byte chunk holds, for row j, bytes 2j and 2j + 1: low nibbles inputs k, k + 1, high
+// nibbles k + 2, k + 3 (4-bit); 8-bit codes take two chunks, inputs k, k + 1 then k + 2, k + 3.
+template <int BITS>
+inline __m512i quad_codes(const uint8_t* p) {
+  const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  if constexpr (BITS == 4) {
+    // (v | v << 12) & 0x0f0f0f0f: bytes lo(2j), lo(2j + 1), hi(2j), hi(2j + 1).
+    return _mm512_ternarylogic_epi32(v, _mm512_slli_epi32(v, 12), _mm512_set1_epi32(0x0f0f0f0f), 0xA8);
+  } else {
+    const __m512i v1 = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
+    return _mm512_or_si512(v, _mm512_slli_epi32(v1, 16));
+  }
+}
+
+// As affine_block, with int8 activations: one `vpdpbusd` per 4 inputs and X row instead of two
+// `vpdpwssd`. The same per-group combination in the same order for every R.
+template <int BITS, int GS, int R>
+void affine_block_i8(const uint8_t* p, int64_t groups, DType sd, const int8_t* xq, int64_t ldq,
+                     const float* xscale, const float* xsum, int64_t ldg, float* y, int64_t ldy, __mmask16 valid) {
+  constexpr int kQuadBytes = BITS == 4 ? 32 : 64;  // packed bytes of 4 inputs x 16 W rows
+  constexpr int kQuads = GS / 4;
+  constexpr int kChains = R <= 2 ? 4 : 2;
+  const int64_t param_bytes = 16 * static_cast<int64_t>(dtype_size(sd));
+  __m512 acc[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512i isum[R][kChains];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int c = 0; c < kChains; ++c) isum[r][c] = _mm512_setzero_si512();
+    }
+    const int8_t* xr[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      xr[r] = xq + r * ldq + g * GS;
+      asm("" : "+r"(xr[r]));
+    }
+#pragma GCC unroll 32
+    for (int q = 0; q < kQuads; q += kChains) {
+#pragma GCC unroll 4
+      for (int u = 0; u < kChains; ++u) {
+        const uint8_t* wq = p + (q + u) * kQuadBytes;
+        if (BITS == 8 || (q + u) % 2 == 0)  // once per 64-byte line
+          _mm_prefetch(reinterpret_cast<const char*>(wq + kAffinePrefetchBytes), _MM_HINT_T0);
+        const __m512i codes = quad_codes<BITS>(wq);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) isum[r][u] = dpbusd_quad(isum[r][u], codes, xr[r] + 4 * (q + u));
+      }
+    }
+    p += kQuads * kQuadBytes;
+    const __m512 scales = load_group_params(p, sd);
+    const __m512 biases = load_group_params(p + param_bytes, sd);
+    p += 2 * param_bytes;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      __m512i total = isum[r][0];
+#pragma GCC unroll 4
+      for (int c = 1; c < kChains; ++c) total = _mm512_add_epi32(total, isum[r][c]);
+      const __m512 d = _mm512_mul_ps(scales, _mm512_set1_ps(xscale[r * ldg + g]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), d, acc[r]);
+      acc[r] = _mm512_fmadd_ps(biases, _mm512_set1_ps(xsum[r * ldg + g]), acc[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy, valid, acc[r]);
+}
+
+using AffineBlockI8Fn = void (*)(const uint8_t*, int64_t, DType, const int8_t*, int64_t, const float*,
+                                 const float*, int64_t, float*, int64_t, __mmask16);
+
+template <int BITS, int GS>
+struct AffineKernelsI8 {
+  static constexpr AffineBlockI8Fn by_rows[kMatmulRowBlock] = {
+      affine_block_i8<BITS, GS, 1>, affine_block_i8<BITS, GS, 2>, affine_block_i8<BITS, GS, 3>,
+      affine_block_i8<BITS, GS, 4>, affine_block_i8<BITS, GS, 5>, affine_block_i8<BITS, GS, 6>,
+      affine_block_i8<BITS, GS, 7>, affine_block_i8<BITS, GS, 8>};
+};
+
+template <int BITS>
+const AffineBlockI8Fn* affine_kernels_i8(int gs) {
+  return gs == 32 ? AffineKernelsI8<BITS, 32>::by_rows
+         : gs == 64 ? AffineKernelsI8<BITS, 64>::by_rows
+                    : AffineKernelsI8<BITS, 128>::by_rows;
+}
+
 // Packed blocks [b0, b1): decode (M <= 8) streams each block once for all X rows; prefill takes
 // the X rows in L2-sized passes and runs each block, from L1, over the pass in groups of 8 rows.
 void affine_blocks(const FastJob& job, int64_t b0, int64_t b1) {
   const WeightMatrix& w = *job.w;
   const int64_t m = job.m, k = w.cols;
+  const bool int8 = job.xq8 != nullptr;
   const AffineBlockFn* kernels = w.bits == 4 ? affine_kernels<4>(w.group_size) : affine_kernels<8>(w.group_size);
+  const AffineBlockI8Fn* kernels_i8 =
+      w.bits == 4 ? affine_kernels_i8<4>(w.group_size) : affine_kernels_i8<8>(w.group_size);
   const int64_t block_bytes = job.groups * job.group_bytes;
-  int64_t pass = kFastPrefillBytes / (2 * k) / kMatmulRowBlock * kMatmulRowBlock;
+  int64_t pass = kFastPrefillBytes / ((int8 ? 1 : 2) * k) / kMatmulRowBlock * kMatmulRowBlock;
   if (pass < kMatmulRowBlock) pass = kMatmulRowBlock;
   for (int64_t m0 = 0; m0 < m; m0 += pass) {
     const int64_t m1 = min64(m, m0 + pass);
@@ -207,10 +320,17 @@ void affine_blocks(const FastJob& job, int64_t b0, int64_t b1) {
       const int64_t n0 = b * 16;
       const __mmask16 valid = mask16(w.rows - n0);
       for (int64_t r0 = m0; r0 < m1; r0 += kMatmulRowBlock) {
-        const AffineBlockFn kernel = kernels[min64(kMatmulRowBlock, m1 - r0) - 1];
-        kernel(job.packed + b * block_bytes, job.groups, w.scale_dtype, job.xq + r0 * k, k,
-               job.x_group_scales + r0 * job.groups, job.x_group_sums + r0 * job.groups, job.groups,
-               y_at(job, r0, n0), job.ldy, valid);
+        const int64_t rows = min64(kMatmulRowBlock, m1 - r0);
+        const uint8_t* block = job.packed + b * block_bytes;
+        const float* xscale = job.x_group_scales + r0 * job.groups;
+        const float* xsum = job.x_group_sums + r0 * job.groups;
+        if (int8) {
+          kernels_i8[rows - 1](block, job.groups, w.scale_dtype, job.xq8 + r0 * k, k, xscale, xsum, job.groups,
+                               y_at(job, r0, n0), job.ldy, valid);
+        } else {
+          kernels[rows - 1](block, job.groups, w.scale_dtype, job.xq + r0 * k, k, xscale, xsum, job.groups,
+                            y_at(job, r0, n0), job.ldy, valid);
+        }
       }
     }
   }

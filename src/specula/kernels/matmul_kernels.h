@@ -47,6 +47,7 @@ struct FastJob {
   int64_t group_bytes = 0;           // packed bytes of one group of one block
   int64_t groups = 0;                // quantization groups per W row
   int16_t* xq = nullptr;             // [m, cols]: activations, natural order
+  int8_t* xq8 = nullptr;             // [m, cols]: int8 activations instead (Precision::Int8)
   float* x_group_scales = nullptr;   // [m, groups]: x ~ scale * xq per group
   float* x_group_sums = nullptr;     // [m, groups]: exact f32 sums of X per group
   // BF16: X split into two bf16 terms, x ~ hi + lo (hi = bf16(x), lo = bf16(x - hi)).
@@ -59,6 +60,9 @@ struct FastJob {
 // (int8 activations were measured first: on the golden models their error, amplified by the
 // attention path, reached 0.4 relative on the logits; int16 keeps fast mode within 3e-2.)
 inline constexpr float kActivationLevels = 32767.0f;
+// Precision::Int8: the same per-group quantization to int8 (twice the multiply-adds per
+// instruction; outside the golden accuracy bar, so opt-in).
+inline constexpr float kActivationLevels8 = 127.0f;
 
 // Prefill: X rows handled per pass over the W blocks of a thread, so that the int16 rows stay in
 // L2 (~512 KiB of them) while each 16-row W block is reused from L1 by all of them.

@@ -74,7 +74,7 @@ void geglu_mlp(const float* in, int64_t n, const WeightMatrix& gate, const Weigh
                ThreadPool& pool, Precision precision) {
   const int64_t width = gate.rows;
   ensure(g, n * width);
-  if (precision == Precision::Fast && gate_up && fast_matmul_supported(*gate_up)) {
+  if (is_low_precision(precision) && gate_up && fast_matmul_supported(*gate_up)) {
     ensure(u, n * 2 * width);
     matmul(in, n, *gate_up, u.data(), pool, precision);  // row r: [gate | up]
     for_rows(pool, n, width, [&](int64_t r0, int64_t r1) {
@@ -119,7 +119,7 @@ TargetModel::TargetModel(std::unique_ptr<TargetCheckpoint> checkpoint, const Tar
       fail("{}: layer {} has {} attention heads, not a multiple of its {} KV heads", checkpoint_->config.source,
            g.index, t.num_attention_heads, g.num_kv_heads);
   }
-  if (options_.precision == Precision::Fast) {
+  if (is_low_precision(options_.precision)) {
     pack_for_fast_kernels();
     fuse_projections();
   }
@@ -320,7 +320,7 @@ void TargetModel::forward_chunk(TargetCache& cache, const int32_t* tok, int64_t 
     ensure(ws.q, n * qw);
     float* q = ws.q.data();
     const bool owns_kv = cache.owns(static_cast<int>(li));
-    const bool fused_qkv = owns_kv && options_.precision == Precision::Fast && F.qkv && fast_matmul_supported(*F.qkv);
+    const bool fused_qkv = owns_kv && is_low_precision(options_.precision) && F.qkv && fast_matmul_supported(*F.qkv);
     if (fused_qkv) {
       // One matmul for q, k (and v); row r of its output: [q | k | v].
       const int64_t width = F.qkv->rows;

@@ -222,7 +222,7 @@ Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetMode
       fail("drafter {}: {}self_attn.q_proj is [{}, {}], expected [heads*{}, {}]", ck.dir, p, L.q_proj.rows,
            L.q_proj.cols, D, hidden_);
   }
-  if (target.options().precision == Precision::Fast) {
+  if (is_low_precision(target.options().precision)) {
     // Quantized drafters: the fast kernels' layout once here rather than per step (the dense
     // head's rows are gathered per step and packed then).
     std::vector<WeightMatrix*> fast;
@@ -345,7 +345,7 @@ void Drafter::head(const float* x, DraftStep& out, ThreadPool& pool) const {
   // weight to f32 exactly, so a dense table skips the f32 copy (twice the bytes) for the same
   // scores. Quantized rows in exact precision are dequantized to f32 as before.
   if (embed_tokens_.format != WeightFormat::Affine ||
-      (step_precision(embed_tokens_, precision) == Precision::Fast && fast_matmul_supported(embed_tokens_))) {
+      (is_low_precision(step_precision(embed_tokens_, precision)) && fast_matmul_supported(embed_tokens_))) {
     rows = gather_stored_rows(embed_tokens_, out.candidate_ids.data(), n, ws.raw_rows, ws.raw_scales, ws.raw_biases,
                               pool);
   } else {

@@ -8,14 +8,23 @@
 namespace specula {
 
 namespace {
-constexpr double kEma = 0.3;             // weight of the newest measurement
+constexpr double kEma = 0.3;             // weight of the newest measurement ...
+constexpr double kEmaDown = 0.6;         // ... when it is below the estimate (noise here only slows)
 constexpr double kWidthSlope = 0.1;      // extra verify cost per extra row, relative to one row
 constexpr double kOutlierClip = 1.15;    // a verify counts as at most this times its width's estimate
 constexpr double kAcceptanceDecay = 0.98;  // weight of the acceptance evidence per drafting round
 constexpr int64_t kProbeAfterZeros = 8;     // gamma-0 rounds before one gamma-1 probe ...
 constexpr int64_t kMaxProbeInterval = 16;   // ... doubling after each probe that found nothing
+constexpr int64_t kWiderProbeAfter = 8;     // rounds at one gamma >= 1 before one round at gamma + 1
 
 double ema(double old, double value) { return old < 0 ? value : old + kEma * (value - old); }
+
+// A cost estimate: timing noise on a shared machine is one-sided (another process slows a step,
+// nothing speeds it up), so a faster measurement moves the estimate further than a slower one.
+double cost_ema(double old, double value) {
+  if (old < 0) return value;
+  return old + (value < old ? kEmaDown : kEma) * (value - old);
+}
 }  // namespace
 
 AutoGamma::AutoGamma(int64_t max_gamma, int64_t initial_gamma)
@@ -95,6 +104,15 @@ int64_t AutoGamma::choose() {
     }
   }
   zero_run_ = best == 0 ? zero_run_ + 1 : 0;
+  // A width priced out by one slow measurement would never be measured again: after a run of
+  // rounds at one gamma, one round one wider re-measures it (a few percent of one round's cost
+  // when it is indeed worse).
+  same_run_ = best >= 1 && best == last_best_ ? same_run_ + 1 : 0;
+  last_best_ = best;
+  if (same_run_ >= kWiderProbeAfter && best + 1 <= max_gamma_) {
+    same_run_ = 0;
+    return best + 1;
+  }
   return best;
 }
 
@@ -105,13 +123,13 @@ void AutoGamma::record(int64_t gamma, int64_t accepted, double draft_ms, double 
   // so that one slow step does not price a width out for good (it would never be tried again);
   // a lasting slowdown still gets through, a little each round.
   auto& v = verify_ms_[static_cast<size_t>(gamma + 1)];
-  v = ema(v, v >= 0 ? std::min(verify_ms, kOutlierClip * v) : verify_ms);
+  v = cost_ema(v, v >= 0 ? std::min(verify_ms, kOutlierClip * v) : verify_ms);
   if (probing_) {  // a probe that found nothing waits twice as long before the next one
     probing_ = false;
     probe_interval_ = accepted > 0 ? kProbeAfterZeros : std::min(2 * probe_interval_, kMaxProbeInterval);
   }
   if (gamma > 0) {
-    draft_ms_ = ema(draft_ms_, draft_ms / static_cast<double>(gamma));
+    draft_ms_ = cost_ema(draft_ms_, draft_ms / static_cast<double>(gamma));
     // Older rounds count for less (~50 rounds of memory, the prior included), so a change in
     // acceptance partway through a reply (a code block after prose, say) is followed.
     successes_ = kAcceptanceDecay * successes_ + static_cast<double>(accepted);

@@ -15,6 +15,10 @@
 // width past the widest measured is a candidate: the cost curve bends upward (flat for a few rows,
 // then compute-bound), so a line through narrow widths prices wide ones as free.
 //
+// Noise on a shared machine only slows steps, so a measurement below the estimate moves it
+// further (0.6) than one above (0.3); and after 8 rounds in a row at one gamma >= 1, one round
+// one wider re-measures that width, so one slow first measurement cannot price it out for good.
+//
 // gamma 0 is plain decoding; after a run of gamma-0 rounds the policy probes gamma 1 once, so that
 // a changed acceptance can still be noticed (the run doubles, up to 16, after each probe that found
 // nothing: a probe costs a few percent of one step, and a longer wait misses a drafter that agrees
@@ -49,6 +53,8 @@ class AutoGamma {
   int64_t zero_run_ = 0;
   int64_t probe_interval_ = 8;  // gamma-0 rounds before the next probe
   bool probing_ = false;        // the last choice was a probe
+  int64_t last_best_ = -1;      // the previous round's best gamma ...
+  int64_t same_run_ = 0;        // ... and how many rounds in a row it has been the best
 };
 
 }  // namespace specula

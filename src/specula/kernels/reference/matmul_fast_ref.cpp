@@ -14,8 +14,7 @@ namespace specula::reference {
 namespace {
 
 // The activation quantization of one group: scale s and codes xq (x ~ s * xq).
-float quantize_group(const float* x, int gs, int16_t* xq) {
-  const float levels = detail::kActivationLevels;
+float quantize_group(const float* x, int gs, float levels, int16_t* xq) {
   float amax = 0.0f;
   for (int j = 0; j < gs; ++j) amax = std::fmax(amax, std::fabs(x[j]));
   const float inv = amax > 0.0f ? levels / amax : 0.0f;
@@ -31,7 +30,9 @@ float group_param(const WeightMatrix& w, const void* base, int64_t n, int64_t g)
   return w.scale_dtype == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
 }
 
-void affine_int16(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy) {
+// levels: detail::kActivationLevels (int16 codes) or kActivationLevels8 (int8 codes).
+void affine_quantized_x(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
+                        float levels) {
   const int64_t k = w.cols, groups = w.groups_per_row();
   const int gs = w.group_size;
   std::vector<int16_t> xq(static_cast<size_t>(k));
@@ -40,7 +41,7 @@ void affine_int16(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w,
   for (int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * ldx;
     for (int64_t g = 0; g < groups; ++g) {
-      xscale[g] = quantize_group(xi + g * gs, gs, xq.data() + g * gs);
+      xscale[g] = quantize_group(xi + g * gs, gs, levels, xq.data() + g * gs);
       double sum = 0.0;
       for (int j = 0; j < gs; ++j) sum += xi[g * gs + j];
       xsum[g] = sum;
@@ -79,9 +80,11 @@ void bf16_dense(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, f
 
 }  // namespace
 
-void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy) {
+void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
+                 Precision precision) {
   if (w.format == WeightFormat::Affine && (w.bits == 4 || w.bits == 8)) {
-    affine_int16(x, m, ldx, w, y, ldy);
+    const bool int8 = precision == Precision::Int8;
+    affine_quantized_x(x, m, ldx, w, y, ldy, int8 ? detail::kActivationLevels8 : detail::kActivationLevels);
   } else if (w.format == WeightFormat::BF16) {
     bf16_dense(x, m, ldx, w, y, ldy);
   } else {
