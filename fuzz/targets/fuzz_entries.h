@@ -28,5 +28,8 @@ int fuzz_checkpoint_dir(const uint8_t* data, size_t size);
 // OpenAI request bodies (server/openai_request.h). Byte 0: bits 0-1 endpoint (chat completions,
 // completions, tokenize, detokenize), bit 2 a vocabulary of 262144, bit 3 small limits.
 int fuzz_openai_request(const uint8_t* data, size_t size);
+// GGUF file: the whole input is the file; then every metadata getter and a row of each tensor
+// through the dequantizer.
+int fuzz_gguf(const uint8_t* data, size_t size);
 
 }  // namespace specula::fuzz

@@ -31,6 +31,7 @@ const Target kTargets[] = {
     {"tool_calls", specula::fuzz::fuzz_tool_calls},
     {"checkpoint_dir", specula::fuzz::fuzz_checkpoint_dir},
     {"openai_request", specula::fuzz::fuzz_openai_request},
+    {"gguf", specula::fuzz::fuzz_gguf},
 };
 
 std::vector<fs::path> inputs(const fs::path& dir) {
