@@ -17,7 +17,7 @@
 #include "fuzz_entries.h"
 #include "specula/sample/sampling_params.h"
 #include "specula/server/openai_request.h"
-#include "specula/spec/gamma_choice.h"
+#include "specula/speculative/gamma_choice.h"
 #include "specula/util/error.h"
 
 namespace specula::fuzz {

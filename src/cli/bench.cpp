@@ -17,9 +17,11 @@
 #include "cli/commands.h"
 #include "specula/bench/bench_report.h"
 #include "specula/bench/bench_suite.h"
+#include "specula/bench/concurrency_bench.h"
 #include "specula/bench/synthetic_models.h"
 #include "specula/kernels/isa.h"
 #include "specula/model/packed_cache.h"
+#include "specula/util/cpu_info.h"
 #include "specula/util/error.h"
 
 namespace specula::cli {
@@ -41,6 +43,10 @@ struct BenchArgs {
   int64_t prompt_tokens = 0;
   int64_t decode_tokens = 0;
   int64_t spec_tokens = 0;
+  std::vector<int> concurrency;   // --concurrency: the batching benchmark instead of the suite
+  double acceptance = 0.7;
+  std::string gamma = "auto";
+  int64_t step_rows = 0;
 };
 
 void log_line(const std::string& s) {
@@ -57,6 +63,49 @@ std::string model_name(const std::string& dir) {
   if ((last == "model" || last == "target") && !p.parent_path().filename().empty())
     return p.parent_path().filename().string() + "/" + last;
   return last;
+}
+
+// The models to measure: --model/--draft, else the synthetic checkpoints of --preset.
+std::vector<bench::ModelToBench> models_to_bench(const BenchArgs& a, const std::vector<std::string>& default_presets) {
+  std::vector<bench::ModelToBench> models;
+  if (!a.model.empty()) {
+    models.push_back({model_name(a.model), a.model, a.draft});
+    return models;
+  }
+  const std::string cache = a.cache_dir.empty() ? bench::default_bench_cache_dir() : a.cache_dir;
+  const std::vector<std::string> presets = a.presets.empty() ? default_presets : a.presets;
+  for (const std::string& p : presets) {
+    bench::SyntheticModelSpec spec;
+    spec.preset = p;
+    spec.with_drafter = p == "e4b";  // the E4B-assistant is the drafter the benchmarks name
+    const bench::SyntheticModel sm = bench::ensure_synthetic_model(cache, spec, log_line);
+    models.push_back({spec.name(), sm.model_dir, sm.drafter_dir});
+  }
+  return models;
+}
+
+// --concurrency: streams started together through the batching scheduler (bench/concurrency_bench.h).
+void run_concurrency_bench(const BenchArgs& a) {
+  if (!a.draft.empty() && a.model.empty())
+    throw CLI::ValidationError("--draft", "needs --model (the drafter's target checkpoint)");
+  bench::ConcurrencyOptions o = a.quick ? bench::ConcurrencyOptions::quick() : bench::ConcurrencyOptions{};
+  o.concurrency = a.concurrency;
+  o.threads = *std::max_element(a.threads.begin(), a.threads.end());
+  o.precision = parse_precision(a.precision);
+  o.packed_cache_dir = default_packed_cache_dir();
+  if (a.runs > 0) o.runs = a.runs;
+  if (a.prompt_tokens > 0) o.prompt_tokens = a.prompt_tokens;
+  if (a.spec_tokens > 0) o.tokens = a.spec_tokens;
+  o.acceptance = a.acceptance;
+  o.gamma = a.gamma;
+  o.step_rows = a.step_rows;
+  o.validate();
+  for (const bench::ModelToBench& m : models_to_bench(a, {"e4b"})) {
+    const bench::ConcurrencyReport r = bench::bench_concurrency(m.model_dir, m.drafter_dir, o, log_line);
+    const std::string out = a.json ? bench::concurrency_json(r).dump(2) + "\n" : bench::concurrency_markdown(r);
+    std::fputs(out.c_str(), stdout);
+    std::fflush(stdout);
+  }
 }
 
 void run_bench(const BenchArgs& a) {
@@ -78,20 +127,7 @@ void run_bench(const BenchArgs& a) {
   if (a.spec_tokens > 0) o.spec_tokens = a.spec_tokens;
   o.validate();
 
-  std::vector<bench::ModelToBench> models;
-  if (!a.model.empty()) {
-    models.push_back({model_name(a.model), a.model, a.draft});
-  } else {
-    const std::string cache = a.cache_dir.empty() ? bench::default_bench_cache_dir() : a.cache_dir;
-    const std::vector<std::string> presets = a.presets.empty() ? std::vector<std::string>{"e2b", "e4b"} : a.presets;
-    for (const std::string& p : presets) {
-      bench::SyntheticModelSpec spec;
-      spec.preset = p;
-      spec.with_drafter = p == "e4b";  // the E4B-assistant is the drafter the targets of issue 7 name
-      const bench::SyntheticModel sm = bench::ensure_synthetic_model(cache, spec, log_line);
-      models.push_back({spec.name(), sm.model_dir, sm.drafter_dir});
-    }
-  }
+  const std::vector<bench::ModelToBench> models = models_to_bench(a, {"e2b", "e4b"});
   log_line(fmt::format(
       "precision {}, threads {}, {} run(s); prompt {} + {} decode tokens; verify widths 2..{}; "
       "speculative runs {} + {} tokens at p {} x gamma {}",
@@ -100,6 +136,7 @@ void run_bench(const BenchArgs& a) {
 
   bench::SuiteReport report;
   report.options = o;
+  report.cpu_model = cpu_model_name();
   report.kernels = isa_name(active_isa());
   report.hardware_threads = static_cast<int>(std::thread::hardware_concurrency());
   for (const bench::ModelToBench& m : models) report.models.push_back(bench::bench_model(m, o, log_line));
@@ -147,7 +184,24 @@ void add_bench_command(CLI::App& app) {
                   "tokens per speculative and matching plain run (default 32; --quick 8)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_flag("--quick", args->quick, "a few tokens and one run (smoke tests; the figures are not meaningful)");
-  cmd->callback([args] { run_bench(*args); });
+  cmd->add_option("--concurrency", args->concurrency,
+                  "instead of the suite: N streams at once through the batching scheduler, plain and speculative, "
+                  "for each N, e.g. 1,2,4,8 (aggregate and per-stream tok/s, TTFT p50/p99; default model: synthetic "
+                  "E4B + assistant; tokens per stream: --spec-tokens, default 32; prompt: --prompt-tokens, default 64)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--acceptance", args->acceptance, "with --concurrency: the speculative streams' acceptance p")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--gamma", args->gamma, "with --concurrency: the speculative streams' gamma (N or auto)")
+      ->capture_default_str();
+  cmd->add_option("--step-rows", args->step_rows, "with --concurrency: the scheduler's row budget per step (0 = the "
+                  "prefill chunk)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->callback([args] {
+    if (!args->concurrency.empty()) return run_concurrency_bench(*args);
+    run_bench(*args);
+  });
 }
 
 }  // namespace specula::cli

@@ -1,10 +1,9 @@
 // `specula run --model DIR (--tokens IDS | --prompt TEXT [--chat [--system TEXT]]) --max-tokens N
-// [--ignore-eos] [--json] [--threads T] [--prefill-chunk C]`: greedy generation on the target model.
+// [--ignore-eos] [--json] [--threads T] [--prefill-chunk C] [speculative and sampling options]`:
+// one generation (cli/run_speculative.h; plain decoding without a draft source).
 // Token ids: the ids on stdout (JSON: {"tokens": [...], "stats": {...}}); text (text_prompt.h): the
 // text streams to stdout as it is generated (JSON adds "text"). A stats line goes to stderr.
-#include <chrono>
 #include <cstdio>
-#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -18,7 +17,6 @@
 #include "cli/run_speculative.h"
 #include "cli/text_prompt.h"
 #include "cli/token_list.h"
-#include "specula/model/generate.h"
 #include "specula/model/target_model.h"
 
 namespace specula::cli {
@@ -36,57 +34,6 @@ struct RunArgs {
   int64_t max_context = 0;
   std::string precision = "fast";
 };
-
-// " (packed weights: cache hit)" after the load time in fast precision; nothing in exact.
-std::string packed_note(PackedSource source) {
-  if (source == PackedSource::None) return {};
-  return fmt::format(" (packed weights: {})", packed_source_name(source));
-}
-
-void run_run(const RunArgs& a, const std::vector<int32_t>& prompt, TextOutput* text) {
-  TargetOptions opts;
-  opts.prefill_chunk = a.prefill_chunk;
-  opts.max_context = a.max_context;
-  opts.precision = parse_precision(a.precision);
-  opts.packed_cache_dir = default_packed_cache_dir();
-  const auto t0 = std::chrono::steady_clock::now();
-  auto model = TargetModel::load(a.model, opts);
-  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  ThreadPool pool(a.threads);
-  TargetCache cache = model->new_cache();
-  GenerateOptions g;
-  g.max_tokens = a.max_tokens;
-  g.ignore_eos = a.ignore_eos;
-  std::function<bool(int32_t)> on_token;
-  if (text != nullptr) on_token = [text](int32_t id) { text->push(id); return true; };
-  const GenerateResult res = generate_greedy(*model, cache, prompt, g, pool, on_token);
-  const GenerateStats& s = res.stats;
-  if (a.json) {
-    nlohmann::json stats = {{"prompt_tokens", s.prompt_tokens},
-                            {"generated_tokens", s.generated_tokens},
-                            {"prefill_ms", s.prefill_ms},
-                            {"decode_ms", s.decode_ms},
-                            {"prefill_tok_per_s", s.prefill_tok_per_s()},
-                            {"decode_tok_per_s", s.decode_tok_per_s()},
-                            {"load_ms", load_ms},
-                            {"packed_weights", packed_source_name(model->packed_source())},
-                            {"stop_reason", res.stop_reason},
-                            {"threads", pool.size()}};
-    nlohmann::json doc = {{"tokens", res.tokens}, {"stats", stats}};
-    if (text != nullptr) doc["text"] = text->finish();
-    const std::string out = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    std::fputs(out.c_str(), stdout);
-  } else {
-    print_run_output(res.tokens, text);
-    std::fputs(fmt::format("load {:.1f} ms{} | prefill {} tokens, {:.1f} tok/s | decode {} tokens, {:.2f} tok/s | "
-                           "stop: {} | {} threads\n",
-                           load_ms, packed_note(model->packed_source()), s.prompt_tokens, s.prefill_tok_per_s(),
-                           s.generated_tokens, s.decode_tok_per_s(), res.stop_reason, pool.size())
-                   .c_str(),
-               stderr);
-  }
-  std::fflush(stdout);
-}
 
 }  // namespace
 
@@ -130,8 +77,8 @@ void add_run_command(CLI::App& app) {
     } else {
       prompt = parse_token_list(args->tokens);
     }
-    // A draft source or sampling options hand over to the speculative / sampling path.
-    if (speculative_requested(*spec)) {
+    // Plain decoding is the gamma 0 case of the speculative session: one path for every run.
+    {
       RunBasics b;
       b.model = args->model;
       b.tokens = args->tokens;
@@ -144,9 +91,7 @@ void add_run_command(CLI::App& app) {
       b.precision = args->precision;
       b.prompt_ids = prompt;
       run_speculative(b, *spec, text.get());
-      return;
     }
-    run_run(*args, prompt, text.get());
   });
 }
 

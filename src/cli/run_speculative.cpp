@@ -11,9 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/token_list.h"
+#include "specula/model/packed_cache.h"
 #include "specula/model/target_model.h"
-#include "specula/spec/drafter.h"
-#include "specula/spec/speculative.h"
+#include "specula/model/drafter.h"
+#include "specula/speculative/speculative.h"
 #include "specula/util/error.h"
 
 namespace specula::cli {
@@ -34,9 +35,15 @@ void add_speculative_options(CLI::App* cmd, SpeculativeRunArgs& a) {
   cmd->add_flag("--trace", a.trace, "with --json: list every verify round {drafts, accepted, draft_ms, verify_ms}");
 }
 
-bool speculative_requested(const SpeculativeRunArgs& a) {
-  return !a.draft.empty() || (a.temperature && *a.temperature > 0.0) || a.trace;
+namespace {
+
+// " (packed weights: cache hit)" after the load time in fast precision; nothing in exact.
+std::string packed_note(PackedSource source) {
+  if (source == PackedSource::None) return {};
+  return fmt::format(" (packed weights: {})", packed_source_name(source));
 }
+
+}  // namespace
 
 void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput* text) {
   const std::vector<int32_t> prompt = b.prompt_ids ? *b.prompt_ids : parse_token_list(b.tokens);
@@ -88,8 +95,10 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
                             {"decode_ms", s.decode_ms},
                             {"draft_ms", s.draft_ms},
                             {"verify_ms", s.verify_ms},
+                            {"prefill_tok_per_s", s.prefill_ms > 0 ? s.prompt_tokens * 1000.0 / s.prefill_ms : 0.0},
                             {"decode_tok_per_s", s.decode_tok_per_s()},
                             {"load_ms", load_ms},
+                            {"packed_weights", packed_source_name(model->packed_source())},
                             {"stop_reason", res.stop_reason},
                             {"threads", pool.size()},
                             {"draft", has_draft ? a.draft : std::string("none")},
@@ -115,10 +124,12 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
     std::fputs(out.c_str(), stdout);
   } else {
     print_run_output(res.tokens, text);
-    std::fputs(fmt::format("load {:.1f} ms | prefill {} tokens | decode {} tokens, {:.2f} tok/s | drafted {}, "
-                           "accepted {} ({:.1f}%), target calls {} | stop: {} | {} threads\n",
-                           load_ms, s.prompt_tokens, s.generated_tokens, s.decode_tok_per_s(), s.drafted, s.accepted,
-                           100.0 * s.acceptance_rate(), s.target_calls, res.stop_reason, pool.size())
+    std::fputs(fmt::format("load {:.1f} ms{} | prefill {} tokens, {:.1f} tok/s | decode {} tokens, {:.2f} tok/s | "
+                           "drafted {}, accepted {} ({:.1f}%), target calls {} | stop: {} | {} threads\n",
+                           load_ms, packed_note(model->packed_source()), s.prompt_tokens,
+                           s.prefill_ms > 0 ? s.prompt_tokens * 1000.0 / s.prefill_ms : 0.0, s.generated_tokens,
+                           s.decode_tok_per_s(), s.drafted, s.accepted, 100.0 * s.acceptance_rate(), s.target_calls,
+                           res.stop_reason, pool.size())
                    .c_str(),
                stderr);
   }

@@ -1,7 +1,7 @@
 #pragma once
 // The speculative-decoding and sampling options of `specula run` (--draft, --gamma,
-// --drafter-compat, --temperature, --top-k, --top-p, --min-p, --seed, --trace) and the run that
-// uses them. run.cpp registers the options on its subcommand and hands over when any is used.
+// --drafter-compat, --temperature, --top-k, --top-p, --min-p, --seed, --trace) and the run itself:
+// plain decoding is the gamma 0 case of the same speculative session.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -41,9 +41,6 @@ struct RunBasics {
 };
 
 void add_speculative_options(CLI::App* cmd, SpeculativeRunArgs& args);
-
-// True when the run needs this path: a draft source or sampling.
-bool speculative_requested(const SpeculativeRunArgs& args);
 
 // Generates with the draft source (or plain sampling when there is none) and prints like
 // `specula run`, plus the speculative statistics (and the rounds with --trace) in --json. With

@@ -43,6 +43,7 @@ void print_line(const std::string& line, FILE* stream = stdout) {
 
 void run_serve(ServeArgs a) {
   a.engine.precision = parse_precision(a.precision);
+  a.engine.parallel = a.server.parallel;
   a.engine.packed_cache_dir = default_packed_cache_dir();
   if (a.server.max_tokens_default < 1) fail("serve: --max-tokens-default {} must be >= 1", a.server.max_tokens_default);
 
@@ -84,9 +85,10 @@ void run_serve(ServeArgs a) {
     signal_thread.join();
     throw;
   }
-  print_line(fmt::format("specula serve: model {} | draft {} | context {} tokens | kernels {} | {} threads | {}",
+  print_line(fmt::format("specula serve: model {} | draft {} | context {} tokens | kernels {} | {} threads | "
+                         "{} parallel | {}",
                          engine->model_name(), engine->draft_description(), engine->max_context(),
-                         isa_name(active_isa()), engine->threads(), url));
+                         isa_name(active_isa()), engine->threads(), engine->parallel(), url));
   phase = kServing;
   http.set_engine(std::move(engine));
   print_line(fmt::format("specula serve: ready on {}", url));
@@ -114,14 +116,24 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--host", args->server.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", args->server.port, "port (0 = any free port, printed at startup)")->capture_default_str();
   cmd->add_option("--api-key", args->server.api_key, "require 'Authorization: Bearer KEY' (except GET /health)");
-  cmd->add_option("--max-queue", args->server.max_queue, "requests allowed to wait behind the running one (429 beyond)")
+  cmd->add_option("--parallel", args->server.parallel,
+                  "generations decoding at once, batched into every forward (each with its own KV cache)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, server::kMaxParallel));
+  cmd->add_option("--step-rows", args->engine.step_rows,
+                  "rows of one batched step: decode rows first, prompt chunks of new requests in the rest "
+                  "(0 = --prefill-chunk)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-queue", args->server.max_queue,
+                  "requests allowed to wait while --parallel are running (429 beyond)")
       ->capture_default_str();
   cmd->add_option("--max-body-bytes", args->server.max_body_bytes, "request body limit (413 beyond)")
       ->capture_default_str();
   CLI::Option* max_connections =
       cmd->add_option("--max-connections", args->server.max_connections,
                       "connections held at once, idle keep-alive ones included (503 beyond; default: "
-                      "the larger of 64 and --max-queue + 8)");
+                      "the larger of 64 and --max-queue + --parallel + 8)");
   cmd->add_option("--read-timeout-s", args->server.read_timeout_s,
                   "seconds a client has to send its request (and each part of it)")
       ->capture_default_str();
@@ -129,9 +141,10 @@ void add_serve_command(CLI::App& app) {
                   "max_tokens of a request that sets none (also bounded by the context)")
       ->capture_default_str();
   cmd->callback([args, max_connections] {
-    // Unset: room for every waiting request plus the running one and probes.
+    // Unset: room for every waiting and running request, and probes.
     if (max_connections->count() == 0) {
-      args->server.max_connections = std::max<size_t>(args->server.max_connections, args->server.max_queue + 8);
+      args->server.max_connections = std::max<size_t>(
+          args->server.max_connections, args->server.max_queue + static_cast<size_t>(args->server.parallel) + 8);
     }
     run_serve(*args);
   });

@@ -55,7 +55,7 @@ before(async () => {
     join(testData, 'tokenizer-gemma4'), '--out', join(dir, 'model'), '--drafter', join(dir, 'drafter')],
   { stdio: 'ignore' });
   const s = await startServer(['--model', join(dir, 'model'), '--draft', join(dir, 'drafter'), '--threads', '1',
-    '--api-key', KEY, '--max-queue', '0']);
+    '--api-key', KEY, '--parallel', '1', '--max-queue', '0']);
   server = s.child;
   baseURL = `${s.url}/v1`;
   await waitHealthy(s.url);
@@ -211,7 +211,7 @@ test('errors arrive as the SDK error classes: 400, 401, 429', async () => {
   const wrongKey = new OpenAI({ apiKey: 'wrong', baseURL, maxRetries: 0 });
   await assert.rejects(wrongKey.models.list(), OpenAI.AuthenticationError);
 
-  // --max-queue 0: while a long stream runs, the next request is refused with 429.
+  // --parallel 1 --max-queue 0: while a long stream runs, the next request is refused with 429.
   const controller = new AbortController();
   const long = await client.chat.completions.create({ model: 'm', messages, max_tokens: 100000, ignore_eos: true,
     stream: true }, { signal: controller.signal });

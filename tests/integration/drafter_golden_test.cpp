@@ -13,7 +13,7 @@
 
 #include "specula/kernels/softmax.h"
 #include "specula/model/target_model.h"
-#include "specula/spec/drafter.h"
+#include "specula/model/drafter.h"
 #include "spec_golden_util.h"
 
 namespace specula {

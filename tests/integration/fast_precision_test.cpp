@@ -20,8 +20,8 @@
 #include "specula/kernels/isa.h"
 #include "specula/model/generate.h"
 #include "specula/model/target_model.h"
-#include "specula/spec/drafter.h"
-#include "specula/spec/speculative.h"
+#include "specula/model/drafter.h"
+#include "specula/speculative/speculative.h"
 #include "spec_golden_util.h"
 
 namespace specula {

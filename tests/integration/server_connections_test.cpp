@@ -251,10 +251,14 @@ TEST_F(ServerConnections, ConnectionLimitAndReadTimeoutOutOfRangeAreErrors) {
     std::ifstream in(err);
     return std::string(std::istreambuf_iterator<char>(in), {});
   };
-  EXPECT_EQ(serve("--max-queue 16 --max-connections 19"), 1);
-  EXPECT_NE(message().find("--max-connections 19 is too small for --max-queue 16: it must be at least 20"),
+  EXPECT_EQ(serve("--max-queue 16 --max-connections 23"), 1);
+  EXPECT_NE(message().find("--max-connections 23 is too small for --max-queue 16 and --parallel 4: it must be at "
+                           "least 24"),
             std::string::npos)
       << message();
+  EXPECT_EQ(serve("--max-queue 16 --parallel 1 --max-connections 21 --read-timeout-s 0"), 1)
+      << "21 connections are enough for one running and 16 waiting requests (and 4 probes)";
+  EXPECT_NE(message().find("--read-timeout-s 0"), std::string::npos) << message();
   EXPECT_EQ(serve("--max-connections 5000"), 1);
   EXPECT_NE(message().find("above the limit of 4096"), std::string::npos) << message();
   EXPECT_EQ(serve("--read-timeout-s 0"), 1);

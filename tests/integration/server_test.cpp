@@ -203,7 +203,7 @@ TEST_F(Server, PromptCacheReusesTheFirstTurnAndMatchesAColdServer) {
 }
 
 TEST_F(Server, QueueFullDisconnectApiKeyAndSigterm) {
-  ServerProcess s({"--model", model(), "--threads", "1", "--max-queue", "0", "--api-key", "sekret"});
+  ServerProcess s({"--model", model(), "--threads", "1", "--parallel", "1", "--max-queue", "0", "--api-key", "sekret"});
   ASSERT_TRUE(s.wait_ready());
   const httplib::Headers auth = {{"Authorization", "Bearer sekret"}};
   const std::string small = json{{"prompt", "Hi"}, {"max_tokens", 2}}.dump();

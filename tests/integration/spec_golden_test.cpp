@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "specula/model/target_model.h"
-#include "specula/spec/drafter.h"
-#include "specula/spec/speculative.h"
+#include "specula/model/drafter.h"
+#include "specula/speculative/speculative.h"
 #include "spec_golden_util.h"
 
 namespace specula {

@@ -15,8 +15,8 @@
 #include "specula/bench/compute_roof.h"
 #include "specula/bench/synthetic_models.h"
 #include "specula/model/target_model.h"
-#include "specula/spec/controlled_acceptance.h"
-#include "specula/spec/drafter.h"
+#include "specula/speculative/controlled_acceptance.h"
+#include "specula/model/drafter.h"
 #include "specula/util/error.h"
 #include "specula/util/memory_bandwidth.h"
 

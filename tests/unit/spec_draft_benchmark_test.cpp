@@ -9,7 +9,7 @@
 
 #include "specula/model/generate.h"
 #include "specula/model/target_benchmark.h"
-#include "specula/spec/draft_benchmark.h"
+#include "specula/speculative/draft_benchmark.h"
 #include "specula/util/error.h"
 
 namespace specula {

@@ -2,7 +2,7 @@
 // 0) when it does not, and probes again after a run of plain rounds.
 #include <gtest/gtest.h>
 
-#include "specula/spec/gamma_policy.h"
+#include "specula/speculative/gamma_policy.h"
 #include "specula/util/error.h"
 
 namespace specula {

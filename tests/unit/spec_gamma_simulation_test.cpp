@@ -14,7 +14,7 @@
 #include <random>
 #include <vector>
 
-#include "specula/spec/gamma_policy.h"
+#include "specula/speculative/gamma_policy.h"
 
 namespace specula {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "specula/spec/prompt_lookup.h"
+#include "specula/speculative/prompt_lookup.h"
 
 namespace specula {
 namespace {

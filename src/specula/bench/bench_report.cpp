@@ -137,6 +137,7 @@ nlohmann::json report_json(const SuiteReport& r) {
   j["bytes_per_token"] = hm.bytes_per_token;
   j["load_ms"] = hm.load_ms;
   j["peak_rss_bytes"] = hm.peak_rss_bytes;
+  j["cpu_model"] = r.cpu_model;
   j["kernels"] = r.kernels;
   j["precision"] = precision_name(o.precision);
   j["hardware_threads"] = r.hardware_threads;
@@ -160,10 +161,11 @@ nlohmann::json report_json(const SuiteReport& r) {
 std::string report_markdown(const SuiteReport& r) {
   const SuiteOptions& o = r.options;
   std::string md = fmt::format(
-      "specula bench: kernels {}, precision {}, {} hardware threads; every figure is the median of {} run(s)\n\n"
+      "specula bench: CPU {}, kernels {}, precision {}, {} hardware threads; every figure is the median of {} "
+      "run(s)\n\n"
       "Counts: prefill prompt {} tokens, {} decode steps after it; step costs at that context from {} "
       "call(s) each (target widths: the median, taken in turn; drafter: the mean), verify widths 2..{}; speculative runs: {}-token prompt, {} tokens each, auto gamma up to {}.\n\n",
-      r.kernels, precision_name(o.precision), r.hardware_threads, o.runs, o.prompt_tokens, o.decode_tokens,
+      r.cpu_model, r.kernels, precision_name(o.precision), r.hardware_threads, o.runs, o.prompt_tokens, o.decode_tokens,
       o.cost_repeats, o.max_verify_width, o.spec_prompt_tokens, o.spec_tokens, o.auto_max_gamma);
   md += "Read bandwidth measured by this run:";
   for (const auto& [t, v] : r.bandwidth_gbs) md += fmt::format(" {} thread(s) {:.1f} GB/s;", t, v);

@@ -20,6 +20,7 @@ namespace specula::bench {
 
 struct SuiteReport {
   SuiteOptions options;
+  std::string cpu_model;                // util/cpu_info.h
   std::string kernels;                  // the active kernel set (kernels/isa.h)
   int hardware_threads = 0;
   std::map<int, double> bandwidth_gbs;  // threads -> measured read bandwidth

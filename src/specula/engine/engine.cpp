@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 
 #include "specula/engine/logprobs.h"
+#include "specula/engine/scheduler.h"
 #include "specula/engine/text_stream.h"
-#include "specula/model/target_cache.h"
 #include "specula/model/target_model.h"
-#include "specula/spec/drafter.h"
+#include "specula/model/drafter.h"
 #include "specula/text/chat_template.h"
 #include "specula/text/tokenizer.h"
 #include "specula/util/error.h"
@@ -28,6 +28,7 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 constexpr int kMaxTopLogprobs = 20;
+constexpr int kMaxParallel = 256;
 
 std::string last_component(const std::string& dir) {
   fs::path p = fs::path(dir).lexically_normal();
@@ -66,6 +67,9 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
   if (options.prefill_chunk < 1) fail("engine: prefill chunk {} must be >= 1", options.prefill_chunk);
   if (options.max_context < 0) fail("engine: max context {} must be >= 0 (0 = the model's)", options.max_context);
   if (options.threads < 0) fail("engine: threads {} must be >= 0 (0 = one per hardware thread)", options.threads);
+  if (options.parallel < 1 || options.parallel > kMaxParallel)
+    fail("engine: parallel {} must be in [1, {}]", options.parallel, kMaxParallel);
+  if (options.step_rows < 0) fail("engine: step rows {} must be >= 0 (0 = the prefill chunk)", options.step_rows);
 
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;
@@ -127,7 +131,11 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
     e->default_sampling_ = SpeculativeOptions::greedy_sampling();
   }
   e->pool_ = std::make_unique<ThreadPool>(options.threads);
-  e->cache_ = std::make_unique<TargetCache>(e->model_->new_cache());
+  SchedulerOptions so;
+  so.slots = options.parallel;
+  so.step_rows = options.step_rows;
+  so.prompt_cache = options.prompt_cache;
+  e->scheduler_ = std::make_unique<Scheduler>(*e->model_, *e->pool_, so);
   return e;
 }
 
@@ -173,24 +181,18 @@ std::vector<int32_t> Engine::encode_chat(const nlohmann::ordered_json& messages,
 
 // ---- prompt cache ----
 
-void Engine::clear_prompt_cache() {
-  cache_tokens_.clear();
-  cache_->reset();
-}
+void Engine::clear_prompt_cache() { scheduler_->clear_prompt_cache(); }
 
-int64_t Engine::cached_tokens() const { return static_cast<int64_t>(cache_tokens_.size()); }
+int64_t Engine::cached_tokens() const { return scheduler_->cached_tokens(); }
+
+int Engine::parallel() const { return scheduler_->slots(); }
+int64_t Engine::running() const { return scheduler_->running(); }
+int64_t Engine::waiting() const { return scheduler_->waiting(); }
+double Engine::kv_utilization() const { return scheduler_->kv_utilization(); }
 
 // ---- generation ----
 
 GenerationResult Engine::generate(const GenerationRequest& request, const GenerationCallback& on_event) {
-  bool idle = false;
-  if (!busy_.compare_exchange_strong(idle, true))
-    fail("engine: generate() entered while another generation is running (callers must serialize)");
-  struct Release {
-    std::atomic<bool>& flag;
-    ~Release() { flag.store(false); }
-  } release{busy_};
-
   // ---- validation: nothing below throws for a bad request once work has started ----
   const std::vector<int32_t>& prompt = request.prompt;
   const int64_t vocab = model_->vocab_size();
@@ -212,14 +214,17 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
 
   const bool has_draft_source = drafter_ != nullptr || options_.draft == "lookup";
   const bool speculate = request.speculative && has_draft_source;
-  SpeculativeOptions so;
+  ScheduledGeneration work;
+  work.prompt = prompt;
+  work.drafter = speculate ? drafter_.get() : nullptr;
+  SpeculativeOptions& so = work.options;
   so.max_tokens = request.max_tokens;
   so.ignore_eos = request.ignore_eos;
   so.sampling = request.sampling;
   if (speculate) {
     so.method = drafter_ ? DraftMethod::Drafter : DraftMethod::Lookup;
     so.gamma = request.gamma.value_or(gamma_);
-    const int64_t reserve = cache_->options().rollback_reserve;
+    const int64_t reserve = model_->options().rollback_reserve;
     if (so.gamma.automatic && so.gamma.max_gamma < 0)
       fail("engine: max gamma {} must be >= 0", so.gamma.max_gamma);
     if (!so.gamma.automatic && (so.gamma.fixed < 0 || so.gamma.fixed > reserve))
@@ -231,89 +236,54 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
     so.gamma.fixed = 0;
   }
 
-  try {
-    // ---- prompt cache: keep the common prefix (at most all but the last prompt token) ----
-    int64_t keep = 0;
-    if (options_.prompt_cache && static_cast<int64_t>(cache_tokens_.size()) == cache_->offset()) {
-      size_t common = 0;
-      while (common < cache_tokens_.size() && common < prompt.size() && cache_tokens_[common] == prompt[common]) ++common;
-      keep = std::min<int64_t>(static_cast<int64_t>(common), static_cast<int64_t>(prompt.size()) - 1);
-      const int64_t surplus = cache_->offset() - keep;
-      if (keep > 0 && surplus <= cache_->max_rollback()) {
-        if (surplus > 0) cache_->rollback(surplus);
-      } else {
-        keep = 0;  // nothing shared, or the sliding-window caches cannot go back that far
-      }
-    }
-    cache_tokens_.clear();  // unknown until the generation has finished
-    if (keep == 0) cache_->reset();
-    so.continue_cache = keep > 0;
+  // ---- streaming: tokens of one decode step form one event (callbacks run on the scheduler) ----
+  GenerationResult result;
+  GenerationTextStream stream(tokenizer_.get(), request.skip_special_tokens, request.stop);
+  GenerationEvent pending;
+  bool cancelled = false;
+  const auto start = Clock::now();
+  double first_token_ms = -1.0;
+  so.on_emit = [&](int32_t token, std::span<const float> logits) {
+    if (first_token_ms < 0) first_token_ms = ms_since(start);
+    pending.tokens.push_back(token);
+    if (request.top_logprobs >= 0)
+      pending.logprobs.push_back(token_logprobs(logits, token, request.top_logprobs, tokenizer_.get()));
+    pending.text += stream.push(token);
+    return !stream.stopped();  // a stop string ends generation at this token
+  };
+  auto flush = [&]() {
+    if (pending.tokens.empty() && pending.text.empty()) return true;
+    result.text += pending.text;
+    result.logprobs.insert(result.logprobs.end(), pending.logprobs.begin(), pending.logprobs.end());
+    const bool go_on = on_event ? on_event(pending) : true;
+    pending = GenerationEvent{};
+    return go_on;
+  };
+  so.on_step = [&] {
+    if (flush()) return true;
+    cancelled = true;
+    return false;
+  };
 
-    // ---- streaming: tokens of one decode step form one event ----
-    GenerationResult result;
-    GenerationTextStream stream(tokenizer_.get(), request.skip_special_tokens, request.stop);
-    GenerationEvent pending;
-    bool cancelled = false;
-    const auto start = Clock::now();
-    double first_token_ms = -1.0;
-    so.on_emit = [&](int32_t token, std::span<const float> logits) {
-      if (first_token_ms < 0) first_token_ms = ms_since(start);
-      pending.tokens.push_back(token);
-      if (request.top_logprobs >= 0)
-        pending.logprobs.push_back(token_logprobs(logits, token, request.top_logprobs, tokenizer_.get()));
-      pending.text += stream.push(token);
-      return !stream.stopped();  // a stop string ends generation at this token
-    };
-    auto flush = [&]() {
-      if (pending.tokens.empty() && pending.text.empty()) return true;
-      result.text += pending.text;
-      result.logprobs.insert(result.logprobs.end(), pending.logprobs.begin(), pending.logprobs.end());
-      const bool go_on = on_event ? on_event(pending) : true;
-      pending = GenerationEvent{};
-      return go_on;
-    };
-    so.on_step = [&] {
-      if (flush()) return true;
-      cancelled = true;
-      return false;
-    };
+  int64_t cached = 0;
+  const SpeculativeResult r = scheduler_->run(std::move(work), &cached);
+  pending.text += stream.finish();
+  flush();  // the last tokens (or held-back text); generation is over, so its answer does not matter
 
-    const SpeculativeResult r =
-        generate_speculative(*model_, *cache_, speculate ? drafter_.get() : nullptr, prompt, so, *pool_);
-    pending.text += stream.finish();
-    flush();  // the last tokens (or held-back text); generation is over, so its answer does not matter
-
-    // ---- what the cache holds now ----
-    if (options_.prompt_cache) {
-      const size_t offset = static_cast<size_t>(cache_->offset());
-      if (offset <= prompt.size() + r.cache_tail.size()) {
-        cache_tokens_.assign(prompt.begin(), prompt.end());
-        cache_tokens_.insert(cache_tokens_.end(), r.cache_tail.begin(), r.cache_tail.end());
-        cache_tokens_.resize(offset);
-      } else {
-        clear_prompt_cache();
-      }
-    }
-
-    result.tokens = r.tokens;
-    result.finish_reason = finish_reason_of(r.stop_reason, stream.stopped(), cancelled);
-    result.stop_index = stream.stopped() ? stream.stop_index() : -1;
-    GenerationStats& st = result.stats;
-    st.prompt_tokens = static_cast<int64_t>(prompt.size());
-    st.cached_tokens = keep;
-    st.completion_tokens = static_cast<int64_t>(r.tokens.size());
-    st.drafted = r.stats.drafted;
-    st.accepted = r.stats.accepted;
-    st.target_calls = r.stats.target_calls;
-    st.prefill_ms = r.stats.prefill_ms;
-    st.decode_ms = r.stats.decode_ms;
-    st.time_to_first_token_ms = first_token_ms >= 0 ? first_token_ms : 0.0;
-    return result;
-  } catch (...) {
-    // A half-run generation leaves the cache in an unknown state: start the next one cold.
-    clear_prompt_cache();
-    throw;
-  }
+  result.tokens = r.tokens;
+  result.finish_reason = finish_reason_of(r.stop_reason, stream.stopped(), cancelled);
+  result.stop_index = stream.stopped() ? stream.stop_index() : -1;
+  GenerationStats& st = result.stats;
+  st.prompt_tokens = static_cast<int64_t>(prompt.size());
+  st.cached_tokens = cached;
+  st.completion_tokens = static_cast<int64_t>(r.tokens.size());
+  st.drafted = r.stats.drafted;
+  st.accepted = r.stats.accepted;
+  st.target_calls = r.stats.target_calls;
+  st.prefill_ms = r.stats.prefill_ms;
+  st.decode_ms = r.stats.decode_ms;
+  st.time_to_first_token_ms = first_token_ms >= 0 ? first_token_ms : 0.0;
+  return result;
 }
 
 }  // namespace specula

@@ -1,18 +1,20 @@
 #pragma once
 // The public API: load a target model (+ drafter or prompt lookup), its tokenizer and chat
-// template once, then run generations one after another on one KV cache, with streaming
-// callbacks, cancellation, statistics and a prompt cache.
+// template once, then run generations — any number at once — with streaming callbacks,
+// cancellation, statistics and a prompt cache.
 //
-// Prompt cache: the engine remembers which tokens its cache holds. A new generation keeps the
-// longest common prefix of those tokens and its prompt (rolling the rest back, or starting over
-// when the caches cannot roll back that far) and prefills only the remainder; at least the last
-// prompt token is always fed, so the first generated token comes from a fresh forward. Output is
-// the same bytes as a cold run: the kernels are batch invariant (DESIGN.md §3).
+// Generations run through the continuous-batching scheduler (engine/scheduler.h): up to
+// `parallel` of them share every target forward, the rest wait for a slot. Each one's tokens are
+// the bytes it would get alone: the kernels are batch invariant (docs/architecture.md).
 //
-// Thread safety: generate() runs one generation at a time (callers serialize; it throws if
-// entered concurrently). The const text helpers (encode, decode, render) may run concurrently
-// with generate() and with each other.
-#include <atomic>
+// Prompt cache, per slot: a new generation keeps the longest common prefix of a free slot's
+// cached tokens and its prompt and prefills only the remainder; at least the last prompt token is
+// always fed, so the first generated token comes from a fresh forward. Output is the same bytes
+// as a cold run.
+//
+// Thread safety: generate() may be called from many threads at once (each call blocks until its
+// generation ends; its callback runs on the scheduler's thread). The const text helpers (encode,
+// decode, render) may run concurrently with everything.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,12 +26,13 @@
 
 #include "specula/kernels/matmul.h"
 #include "specula/sample/sampling_params.h"
-#include "specula/spec/speculative.h"
+#include "specula/speculative/speculative.h"
 
 namespace specula {
 
 class ChatTemplate;
 class Drafter;
+class Scheduler;
 class TargetModel;
 class TargetCache;
 class ThreadPool;
@@ -40,7 +43,7 @@ class Tokenizer;
 struct EngineOptions {
   std::string model_dir;
   std::string draft;                     // drafter checkpoint dir, "lookup", or "" (plain decoding)
-  std::string drafter_compat = "ollama";  // ollama | mlx-bun (spec/drafter.h)
+  std::string drafter_compat = "ollama";  // ollama | mlx-bun (model/drafter.h)
   std::string gamma = "auto";            // default draft length: N or "auto"
   std::string chat_template_file;        // overrides the checkpoint's chat template
   int threads = 0;                       // 0 = hardware concurrency
@@ -48,6 +51,8 @@ struct EngineOptions {
   int64_t prefill_chunk = kDefaultPrefillChunk;
   Precision precision = Precision::Fast;
   bool prompt_cache = true;
+  int parallel = 1;                      // generations decoding at once (KV slots)
+  int64_t step_rows = 0;                 // row budget of one batched step; 0 = prefill_chunk
   std::string packed_cache_dir;          // TargetOptions::packed_cache_dir ("" = no cache file)
 };
 
@@ -73,7 +78,7 @@ struct GenerationRequest {
   std::vector<std::string> stop;         // stop strings (matched on the text, held back)
   bool speculative = true;               // false: plain decoding even when a draft source is loaded
   // Default: the engine's. Seeded sampling reproduces with any gamma ("auto" with sampling chooses
-  // from acceptance alone, spec/gamma_choice.h).
+  // from acceptance alone, speculative/gamma_choice.h).
   std::optional<GammaChoice> gamma;
   int top_logprobs = -1;                 // -1: no logprobs; 0..20: the chosen token's + that many
   bool skip_special_tokens = true;       // in the streamed text
@@ -150,10 +155,17 @@ class Engine {
   // out of range). The callback is called at least once per decode step that emitted tokens.
   GenerationResult generate(const GenerationRequest& request, const GenerationCallback& on_event = {});
 
-  // Forgets the prompt cache (the next generation prefills everything).
+  // Forgets the prompt cache of every idle slot (the next generation prefills everything).
   void clear_prompt_cache();
-  // How many tokens the cache holds for the prompt cache.
+  // The most tokens any slot holds for the prompt cache.
   int64_t cached_tokens() const;
+
+  // Load, for metrics: generations holding a slot, waiting for one, and the KV positions the
+  // running ones hold over parallel x max_context (0..1).
+  int parallel() const;
+  int64_t running() const;
+  int64_t waiting() const;
+  double kv_utilization() const;
 
  private:
   Engine();
@@ -163,11 +175,9 @@ class Engine {
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> template_;
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<TargetCache> cache_;
-  std::vector<int32_t> cache_tokens_;    // what cache_ holds (its first cache_->offset() tokens)
+  std::unique_ptr<Scheduler> scheduler_;
   SamplingParams default_sampling_;
   GammaChoice gamma_;
-  std::atomic<bool> busy_{false};
 };
 
 }  // namespace specula

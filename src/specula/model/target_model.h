@@ -5,9 +5,12 @@
 // block, layer_scalar, final norm, tied LM head and logit softcapping — over dense and
 // affine-quantized weights in any mix.
 //
-// forward() feeds L >= 1 tokens at the cache's current position. It runs in chunks of at most
-// the cache's max_chunk rows; every kernel is batch invariant, so a row's hidden state and logits
-// are the same bytes for any chunk size, any split into calls, and any thread count.
+// forward() feeds L >= 1 tokens of one sequence at its cache's current position, in chunks of at
+// most the cache's max_chunk rows. forward_batch() runs one step over the rows of several
+// sequences, each with its own cache and positions: every matmul runs once over all rows of the
+// step (the weights stream once), attention runs per sequence over its own cache. Every kernel is
+// batch invariant, so a row's hidden state and logits are the same bytes for any chunk size, any
+// split into calls, any other sequences sharing the step, and any thread count.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -64,6 +67,30 @@ struct ForwardOutput {
   const float* hidden_row(size_t i) const { return hidden.data() + i * static_cast<size_t>(hidden_size); }
 };
 
+// One sequence's part of a batched forward step.
+struct SequenceRows {
+  TargetCache* cache = nullptr;     // fed at cache->offset(); one entry per cache in a step
+  std::span<const int32_t> tokens;  // at most the cache's max_chunk
+  ForwardRequest request;           // request.chunk is ignored: the rows form one step
+};
+
+struct ForwardStep;       // model/forward_workspace.h
+struct ForwardWorkspace;
+
+// Scratch for forward passes, grown to the largest step it has served and then reused, so a
+// decode loop allocates nothing per step. One forward at a time per scratch.
+class ForwardScratch {
+ public:
+  ForwardScratch();
+  ~ForwardScratch();
+  ForwardScratch(ForwardScratch&&) noexcept;
+  ForwardScratch& operator=(ForwardScratch&&) noexcept;
+  ForwardWorkspace& workspace() { return *ws_; }
+
+ private:
+  std::unique_ptr<ForwardWorkspace> ws_;
+};
+
 class TargetModel {
  public:
   // Loads and validates a checkpoint directory (io/checkpoint.h) and builds the weight views.
@@ -90,12 +117,34 @@ class TargetModel {
   // input, a token outside [0, vocab), a context past max_context(), or a chunk larger than the
   // cache supports — before touching the cache. Also throws, after the cache has advanced, when a
   // returned logits row holds NaN or Inf (corrupt weights; model/logits_check.h).
+  // `scratch`: reused between calls when given (else a temporary one).
   ForwardOutput forward(TargetCache& cache, std::span<const int32_t> tokens, const ForwardRequest& request,
-                        ThreadPool& pool) const;
+                        ThreadPool& pool, ForwardScratch* scratch = nullptr) const;
+
+  // One step over the rows of several sequences; output i belongs to batch[i]. Validates every
+  // entry as forward() does (and that no cache appears twice) before touching any cache; each
+  // sequence's cache advances by its row count.
+  std::vector<ForwardOutput> forward_batch(std::span<const SequenceRows> batch, ThreadPool& pool,
+                                           ForwardScratch* scratch = nullptr) const;
 
  private:
-  struct Workspace;
-  void forward_chunk(TargetCache& cache, const int32_t* tokens, int64_t n, Workspace& ws, ThreadPool& pool) const;
+
+  void check_rows(const TargetCache& cache, std::span<const int32_t> tokens, int64_t max_rows) const;
+  ForwardOutput begin_output(const ForwardRequest& request, int64_t n) const;
+  void run_step(const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const;
+  void embed(const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const;
+  void attention_block(int64_t layer, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const;
+  void dense_mlp_block(int64_t layer, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const;
+  void moe_mlp_block(int64_t layer, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const;
+  void per_layer_input_block(int64_t layer, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const;
+  // One returned row: where the step computed it and where its results go.
+  struct OutputSlot {
+    ForwardOutput* out = nullptr;
+    size_t index = 0;        // entry of out->rows
+    int64_t step_row = 0;    // row of the step
+    int64_t position = 0;    // context position (for the NaN check's message)
+  };
+  void project_outputs(std::span<const OutputSlot> slots, ForwardWorkspace& ws, ThreadPool& pool) const;
   void pack_for_fast_kernels();
   void fuse_projections();
 

@@ -21,7 +21,9 @@ std::string GenerationQueue::Job::error() const {
   return error_;
 }
 
-GenerationQueue::GenerationQueue(size_t max_waiting) : max_waiting_(max_waiting), worker_([this] { run(); }) {}
+GenerationQueue::GenerationQueue(size_t max_waiting, size_t workers) : max_waiting_(max_waiting) {
+  for (size_t i = 0; i < std::max<size_t>(workers, 1); ++i) workers_.emplace_back([this] { run(); });
+}
 
 GenerationQueue::~GenerationQueue() { shutdown(); }
 
@@ -31,8 +33,8 @@ std::shared_ptr<GenerationQueue::Job> GenerationQueue::submit(Work work) {
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return nullptr;
-    const bool idle = running_ == nullptr && waiting_.empty();
-    if (!idle && waiting_.size() >= max_waiting_) return nullptr;
+    const size_t free_workers = workers_.size() - running_.size();
+    if (waiting_.size() >= free_workers + max_waiting_) return nullptr;
     waiting_.push_back(job);
   }
   cv_.notify_all();
@@ -58,10 +60,12 @@ size_t GenerationQueue::waiting() const {
   return waiting_.size();
 }
 
-bool GenerationQueue::busy() const {
+size_t GenerationQueue::running() const {
   std::lock_guard lock(mutex_);
-  return running_ != nullptr;
+  return running_.size();
 }
+
+bool GenerationQueue::busy() const { return running() > 0; }
 
 void GenerationQueue::shutdown() {
   std::deque<std::shared_ptr<Job>> dropped;
@@ -69,14 +73,15 @@ void GenerationQueue::shutdown() {
     std::lock_guard lock(mutex_);
     stopping_ = true;
     dropped.swap(waiting_);
-    if (running_) running_->cancelled = true;
+    for (auto& job : running_) job->cancelled = true;
   }
   cv_.notify_all();
   for (auto& job : dropped) {
     job->cancelled = true;
     finish(*job, false, {});
   }
-  if (worker_.joinable()) worker_.join();
+  for (std::thread& w : workers_)
+    if (w.joinable()) w.join();
 }
 
 void GenerationQueue::finish(Job& job, bool ran, std::string error) {
@@ -98,7 +103,7 @@ void GenerationQueue::run() {
       if (stopping_) return;
       job = waiting_.front();
       waiting_.pop_front();
-      running_ = job;
+      running_.push_back(job);
     }
     {
       std::lock_guard lock(job->mutex_);
@@ -115,7 +120,7 @@ void GenerationQueue::run() {
     job->work_ = nullptr;  // release what the work captured before waking the waiter
     {
       std::lock_guard lock(mutex_);
-      running_ = nullptr;
+      std::erase(running_, job);
     }
     finish(*job, true, std::move(error));
   }

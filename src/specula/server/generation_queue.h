@@ -1,7 +1,8 @@
 #pragma once
-// A bounded FIFO of generation jobs served by one worker thread (the engine runs one generation at
-// a time). Each job has a cancel flag its work polls (the engine callback returns false once it is
-// set); a job cancelled while still waiting is dropped from the queue without running.
+// A bounded FIFO of generation jobs served by `workers` threads (one per engine slot: the engine
+// batches the generations they run, engine/scheduler.h). Each job has a cancel flag its work polls
+// (the engine callback returns false once it is set); a job cancelled while still waiting is
+// dropped from the queue without running.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -13,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace specula::server {
 
@@ -47,8 +49,8 @@ class GenerationQueue {
     std::string error_;
   };
 
-  // max_waiting: jobs allowed to wait behind the running one (0: accept only when idle).
-  explicit GenerationQueue(size_t max_waiting);
+  // max_waiting: jobs allowed to wait while every worker is busy (0: accept only when one is free).
+  explicit GenerationQueue(size_t max_waiting, size_t workers = 1);
   ~GenerationQueue();
   GenerationQueue(const GenerationQueue&) = delete;
   GenerationQueue& operator=(const GenerationQueue&) = delete;
@@ -58,6 +60,7 @@ class GenerationQueue {
   // Sets the job's cancel flag; a job still waiting is removed and finishes without running.
   void cancel(const std::shared_ptr<Job>& job);
   size_t waiting() const;
+  size_t running() const;
   bool busy() const;
   // Cancels every job, drops the waiting ones, joins the worker. Idempotent.
   void shutdown();
@@ -70,9 +73,9 @@ class GenerationQueue {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> waiting_;
-  std::shared_ptr<Job> running_;
+  std::vector<std::shared_ptr<Job>> running_;
   bool stopping_ = false;
-  std::thread worker_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace specula::server

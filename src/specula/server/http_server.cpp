@@ -91,10 +91,13 @@ constexpr auto kStreamPoll = std::chrono::milliseconds(100);
 constexpr auto kKeepAliveEvery = std::chrono::milliseconds(500);
 
 const ServerOptions& checked(const ServerOptions& o) {
-  if (o.max_connections < o.max_queue + kReservedConnections) {
-    fail("serve: --max-connections {} is too small for --max-queue {}: it must be at least {} (the waiting "
-         "requests, the running one and a few health/metrics probes)",
-         o.max_connections, o.max_queue, o.max_queue + kReservedConnections);
+  if (o.parallel < 1 || o.parallel > kMaxParallel)
+    fail("serve: --parallel {} must be in [1, {}]", o.parallel, kMaxParallel);
+  const size_t needed = o.max_queue + static_cast<size_t>(o.parallel) + kReservedConnections;
+  if (o.max_connections < needed) {
+    fail("serve: --max-connections {} is too small for --max-queue {} and --parallel {}: it must be at least {} "
+         "(the waiting requests, the running ones and a few health/metrics probes)",
+         o.max_connections, o.max_queue, o.parallel, needed);
   }
   if (o.max_connections > kMaxConnectionsLimit) {
     fail("serve: --max-connections {} is above the limit of {} (each connection has its own thread)",
@@ -119,7 +122,7 @@ HttpServer::HttpServer(ServerOptions options)
     : options_(checked(options)),
       http_(std::make_unique<ConnectionServer>(options_.max_connections,
                                                too_many_connections_body(options_.max_connections))),
-      queue_(options_.max_queue) {
+      queue_(options_.max_queue, static_cast<size_t>(options_.parallel)) {
   install_routes();
 }
 
@@ -217,7 +220,10 @@ void HttpServer::install_routes() {
   });
 
   http.Get("/metrics", [this](const Request&, Response& res) {
-    metrics_.set_queue_depth(static_cast<int64_t>(queue_.waiting()));
+    const Engine* engine = engine_.load();
+    const int64_t waiting = static_cast<int64_t>(queue_.waiting()) + (engine ? engine->waiting() : 0);
+    metrics_.set_queue_depth(waiting);
+    metrics_.set_load(engine ? engine->running() : 0, waiting, engine ? engine->kv_utilization() : 0.0);
     std::string text = metrics_.render();
     text += fmt::format(
         "# HELP specula_http_connections Open HTTP connections (this one included).\n"

@@ -1,6 +1,7 @@
 #pragma once
 // The OpenAI-compatible HTTP server: routes, API key, body and connection limits, the generation
-// queue and the server lifecycle. The listener starts before the model is loaded (/health answers
+// queue (one worker per engine slot: `parallel` generations run at once, batched by the engine)
+// and the server lifecycle. The listener starts before the model is loaded (/health answers
 // 503 "loading" until set_engine), so clients and orchestrators can watch the load.
 #include <atomic>
 #include <cstdint>
@@ -21,7 +22,8 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                         // 0: any free port (see port())
   std::string api_key;                     // empty: no authentication
-  size_t max_queue = 16;                   // requests waiting behind the running one
+  int parallel = 4;                        // generations decoding at once (the engine's slots)
+  size_t max_queue = 16;                   // requests waiting while all `parallel` run
   size_t max_body_bytes = 8u << 20;
   // Connections held at once (each has its own thread); beyond it a new connection gets an
   // immediate 503 (server/connection_pool.h). At least max_queue + kReservedConnections.
@@ -31,9 +33,10 @@ struct ServerOptions {
   RequestLimits limits;
 };
 
-// Connections beyond --max-queue that max_connections must leave room for: the running request and
-// a few health/metrics probes.
+// Connections beyond --max-queue + --parallel that max_connections must leave room for: a few
+// health/metrics probes.
 inline constexpr size_t kReservedConnections = 4;
+inline constexpr int kMaxParallel = 256;
 inline constexpr size_t kMaxConnectionsLimit = 4096;  // one thread each
 
 class HttpServer {

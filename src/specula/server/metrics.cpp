@@ -63,6 +63,13 @@ void Metrics::set_queue_depth(int64_t depth) {
   queue_depth_ = depth;
 }
 
+void Metrics::set_load(int64_t running, int64_t waiting, double kv_utilization) {
+  std::lock_guard lock(mutex_);
+  running_ = running;
+  waiting_ = waiting;
+  kv_utilization_ = kv_utilization;
+}
+
 void Metrics::observe_time_to_first_token(double seconds) {
   std::lock_guard lock(mutex_);
   ttft_.observe(seconds);
@@ -92,6 +99,13 @@ std::string Metrics::render() const {
   counter("specula_requests_cancelled_total", "Generations cancelled (client gone or shutdown).", cancelled_);
   header(out, "specula_queue_depth", "gauge", "Requests waiting for the generation worker.");
   out += fmt::format("specula_queue_depth {}\n", queue_depth_);
+  header(out, "specula_num_requests_running", "gauge", "Generations decoding now (at most --parallel).");
+  out += fmt::format("specula_num_requests_running {}\n", running_);
+  header(out, "specula_num_requests_waiting", "gauge", "Generations waiting for a slot.");
+  out += fmt::format("specula_num_requests_waiting {}\n", waiting_);
+  header(out, "specula_kv_cache_utilization", "gauge",
+         "Context positions the running generations hold over --parallel x the context size (0..1).");
+  out += fmt::format("specula_kv_cache_utilization {}\n", kv_utilization_);
   header(out, "specula_time_to_first_token_seconds", "histogram", "Time from the request's arrival (queueing included) to its first generated token.");
   ttft_.render("specula_time_to_first_token_seconds", out);
   header(out, "specula_time_per_output_token_seconds", "histogram", "Decode time per generated token after the first.");

@@ -33,6 +33,9 @@ class Metrics {
   void add_tokens(int64_t prompt, int64_t cached, int64_t generated, int64_t drafted, int64_t accepted);
   void count_cancelled();
   void set_queue_depth(int64_t depth);
+  // The load gauges an inference gateway routes by (its model-server protocol): generations
+  // running, waiting, and the KV-cache utilization (0..1).
+  void set_load(int64_t running, int64_t waiting, double kv_utilization);
   void observe_time_to_first_token(double seconds);
   void observe_time_per_output_token(double seconds);
 
@@ -49,6 +52,9 @@ class Metrics {
   int64_t accepted_tokens_ = 0;
   int64_t cancelled_ = 0;
   int64_t queue_depth_ = 0;
+  int64_t running_ = 0;
+  int64_t waiting_ = 0;
+  double kv_utilization_ = 0.0;
   Histogram ttft_;
   Histogram tpot_;
 };

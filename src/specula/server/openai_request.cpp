@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "specula/spec/gamma_choice.h"
+#include "specula/speculative/gamma_choice.h"
 #include "specula/util/error.h"
 
 namespace specula::server {

@@ -26,9 +26,9 @@
 
 #include "specula/model/target_model.h"
 #include "specula/sample/sampling_params.h"
-#include "specula/spec/gamma_choice.h"
-#include "specula/spec/drafter.h"
-#include "specula/spec/prompt_lookup.h"
+#include "specula/speculative/gamma_choice.h"
+#include "specula/model/drafter.h"
+#include "specula/speculative/prompt_lookup.h"
 
 namespace specula {
 

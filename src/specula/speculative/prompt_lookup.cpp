@@ -1,4 +1,4 @@
-#include "specula/spec/prompt_lookup.h"
+#include "specula/speculative/prompt_lookup.h"
 
 #include <algorithm>
 

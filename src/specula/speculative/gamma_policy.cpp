@@ -1,4 +1,4 @@
-#include "specula/spec/gamma_policy.h"
+#include "specula/speculative/gamma_policy.h"
 
 #include <algorithm>
 #include <cmath>

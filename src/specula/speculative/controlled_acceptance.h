@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "specula/sample/rng.h"
-#include "specula/spec/speculative.h"
+#include "specula/speculative/speculative.h"
 
 namespace specula {
 

@@ -1,4 +1,4 @@
-#include "specula/spec/controlled_acceptance.h"
+#include "specula/speculative/controlled_acceptance.h"
 
 #include <cmath>
 

@@ -4,7 +4,7 @@
 //  * the cost of one drafter step (the verify costs are model/target_benchmark.h's);
 //  * controlled acceptance: end-to-end decode tok/s of speculative decoding where the real
 //    drafter runs (its cost is paid) but each draft is replaced by the target's known greedy
-//    continuation with probability p (spec/controlled_acceptance.h); the output is checked
+//    continuation with probability p (speculative/controlled_acceptance.h); the output is checked
 //    against plain greedy decoding.
 // Random weights make real acceptance rates meaningless; these numbers measure the engine.
 #include <cstdint>
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "specula/model/target_model.h"
-#include "specula/spec/drafter.h"
-#include "specula/spec/speculative.h"
+#include "specula/model/drafter.h"
+#include "specula/speculative/speculative.h"
 
 namespace specula {
 

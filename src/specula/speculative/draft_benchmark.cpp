@@ -1,10 +1,10 @@
-#include "specula/spec/draft_benchmark.h"
+#include "specula/speculative/draft_benchmark.h"
 
 #include <algorithm>
 #include <chrono>
 #include <string>
 
-#include "specula/spec/controlled_acceptance.h"
+#include "specula/speculative/controlled_acceptance.h"
 #include "specula/util/error.h"
 
 namespace specula {

@@ -1,5 +1,5 @@
 #pragma once
-// The draft length a generation asks for: a fixed gamma or `auto` (spec/gamma_policy.h). With
+// The draft length a generation asks for: a fixed gamma or `auto` (speculative/gamma_policy.h). With
 // sampling, `auto` decides from acceptance alone (nominal costs, not timings), so a seed reproduces
 // the same tokens on every run; greedy output never depends on gamma.
 #include <cstdint>
@@ -8,7 +8,7 @@
 namespace specula {
 
 struct GammaChoice {
-  bool automatic = false;   // choose each round (spec/gamma_policy.h)
+  bool automatic = false;   // choose each round (speculative/gamma_policy.h)
   int64_t fixed = 2;        // used when !automatic; 0 = plain decoding through the verify path
   int64_t max_gamma = 8;    // automatic: the largest gamma considered
 };

@@ -1,4 +1,4 @@
-#include "specula/spec/gamma_choice.h"
+#include "specula/speculative/gamma_choice.h"
 
 #include <charconv>
 

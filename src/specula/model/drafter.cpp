@@ -1,4 +1,4 @@
-#include "specula/spec/drafter.h"
+#include "specula/model/drafter.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,285 @@
+#include "specula/bench/concurrency_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "specula/engine/scheduler.h"
+#include "specula/kernels/isa.h"
+#include "specula/model/target_model.h"
+#include "specula/speculative/controlled_acceptance.h"
+#include "specula/model/drafter.h"
+#include "specula/util/cpu_info.h"
+#include "specula/util/error.h"
+#include "specula/util/median.h"
+#include "specula/util/memory_bandwidth.h"
+
+namespace specula::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// The value below which a fraction q of the sorted samples lie (nearest rank).
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+// BOS, then pseudo-random ids past the special tokens (the first 1000 ids on real vocabularies).
+std::vector<int32_t> stream_prompt(int64_t length, uint32_t seed, int64_t vocab) {
+  const int64_t first = vocab > 2000 ? 1000 : 3;
+  std::vector<int32_t> t{2};
+  uint32_t s = seed * 2654435761u + 12345u;
+  while (static_cast<int64_t>(t.size()) < length) {
+    s = s * 1664525u + 1013904223u;
+    t.push_back(static_cast<int32_t>(first + (s >> 8) % static_cast<uint32_t>(vocab - first)));
+  }
+  return t;
+}
+
+struct StreamResult {
+  double ttft_ms = 0.0;  // from the common start
+  double end_ms = 0.0;
+  SpeculativeResult result;
+};
+
+// Runs one generation per entry of `generations` at once through `scheduler`.
+std::vector<StreamResult> run_together(Scheduler& scheduler, std::vector<ScheduledGeneration> generations) {
+  std::vector<StreamResult> out(generations.size());
+  std::vector<std::thread> threads;
+  std::mutex m;
+  std::string error;
+  const auto start = Clock::now();
+  for (size_t i = 0; i < generations.size(); ++i) {
+    threads.emplace_back([&, i] {
+      ScheduledGeneration g = std::move(generations[i]);
+      bool first = true;
+      g.options.on_emit = [&, i](int32_t, std::span<const float>) {
+        if (first) out[i].ttft_ms = ms_between(start, Clock::now());
+        first = false;
+        return true;
+      };
+      try {
+        out[i].result = scheduler.run(std::move(g));
+      } catch (const std::exception& e) {
+        std::lock_guard lock(m);
+        error = e.what();
+      }
+      out[i].end_ms = ms_between(start, Clock::now());
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (!error.empty()) fail("bench: a concurrent generation failed: {}", error);
+  return out;
+}
+
+ConcurrencyFigure summarize(int c, bool speculative, const std::vector<StreamResult>& streams) {
+  ConcurrencyFigure f;
+  f.concurrency = c;
+  f.speculative = speculative;
+  std::vector<double> ttft, per_stream;
+  int64_t tokens = 0, drafted = 0, accepted = 0, rounds = 0;
+  for (const StreamResult& s : streams) {
+    ttft.push_back(s.ttft_ms);
+    per_stream.push_back(s.result.stats.decode_tok_per_s());
+    f.wall_ms = std::max(f.wall_ms, s.end_ms);
+    tokens += static_cast<int64_t>(s.result.tokens.size());
+    drafted += s.result.stats.drafted;
+    accepted += s.result.stats.accepted;
+    rounds += s.result.stats.rounds;
+  }
+  f.aggregate_tok_per_s = f.wall_ms > 0 ? static_cast<double>(tokens) * 1000.0 / f.wall_ms : 0.0;
+  f.per_stream_tok_per_s = median(per_stream);
+  f.ttft_p50_ms = percentile(ttft, 0.5);
+  f.ttft_p99_ms = percentile(ttft, 0.99);
+  f.mean_gamma = rounds > 0 ? static_cast<double>(drafted) / static_cast<double>(rounds) : 0.0;
+  f.acceptance_rate = drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
+  return f;
+}
+
+}  // namespace
+
+ConcurrencyOptions ConcurrencyOptions::quick() {
+  ConcurrencyOptions o;
+  o.concurrency = {1, 2};
+  o.prompt_tokens = 8;
+  o.tokens = 6;
+  return o;
+}
+
+void ConcurrencyOptions::validate() const {
+  if (concurrency.empty()) fail("bench: no concurrency levels given");
+  for (int c : concurrency)
+    if (c < 1 || c > 256) fail("bench: concurrency {} must be in [1, 256]", c);
+  if (threads < 1 || threads > 1024) fail("bench: thread count {} must be in [1, 1024]", threads);
+  if (runs < 1) fail("bench: runs {} must be >= 1", runs);
+  if (prompt_tokens < 1) fail("bench: prompt tokens {} must be >= 1", prompt_tokens);
+  if (tokens < 1) fail("bench: tokens {} must be >= 1", tokens);
+  if (!(acceptance >= 0.0 && acceptance <= 1.0)) fail("bench: acceptance {} must be in [0, 1]", acceptance);
+  if (step_rows < 0) fail("bench: step rows {} must be >= 0", step_rows);
+  parse_gamma_choice(gamma);
+}
+
+ConcurrencyReport bench_concurrency(const std::string& model_dir, const std::string& drafter_dir,
+                                    const ConcurrencyOptions& o, const std::function<void(const std::string&)>& log) {
+  o.validate();
+  const auto t_start = Clock::now();
+  ConcurrencyReport report;
+  report.options = o;
+  report.model_dir = model_dir;
+  report.drafter_dir = drafter_dir;
+  report.cpu_model = cpu_model_name();
+  report.kernels = isa_name(active_isa());
+
+  GammaChoice gamma = parse_gamma_choice(o.gamma);
+  const int64_t max_gamma = gamma.automatic ? gamma.max_gamma : gamma.fixed;
+  TargetOptions to;
+  to.precision = o.precision;
+  to.packed_cache_dir = o.packed_cache_dir;
+  to.rollback_reserve = std::max(to.rollback_reserve, max_gamma);
+  log(fmt::format("loading {} ...", model_dir));
+  auto model = TargetModel::load(model_dir, to);
+  std::unique_ptr<Drafter> drafter;
+  if (!drafter_dir.empty()) drafter = Drafter::load(drafter_dir, *model);
+  ThreadPool pool(o.threads);
+  const int most = *std::max_element(o.concurrency.begin(), o.concurrency.end());
+
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < most; ++i)
+    prompts.push_back(stream_prompt(o.prompt_tokens, o.seed + static_cast<uint32_t>(i), model->vocab_size()));
+  auto plain_generation = [&](int i, int64_t tokens) {
+    ScheduledGeneration g;
+    g.prompt = prompts[static_cast<size_t>(i)];
+    g.options.max_tokens = tokens;
+    g.options.ignore_eos = true;
+    g.options.method = DraftMethod::Lookup;
+    g.options.gamma.fixed = 0;
+    return g;
+  };
+
+  // Each stream's plain continuation, long enough for the forced drafts of its last round (and a
+  // warm-up of every slot).
+  std::vector<std::vector<int32_t>> reference(static_cast<size_t>(most));
+  {
+    SchedulerOptions so{most, o.step_rows, false};
+    Scheduler scheduler(*model, pool, so);
+    std::vector<ScheduledGeneration> gens;
+    for (int i = 0; i < most; ++i) gens.push_back(plain_generation(i, o.tokens + max_gamma + 1));
+    const auto t0 = Clock::now();
+    const std::vector<StreamResult> r = run_together(scheduler, std::move(gens));
+    for (int i = 0; i < most; ++i) reference[static_cast<size_t>(i)] = r[static_cast<size_t>(i)].result.tokens;
+    log(fmt::format("reference continuations of {} streams: {:.1f} s", most, ms_between(t0, Clock::now()) / 1000));
+  }
+
+  for (int c : o.concurrency) {
+    for (bool speculative : {false, true}) {
+      if (speculative && !drafter) continue;
+      std::vector<ConcurrencyFigure> runs;
+      for (int64_t run = 0; run < o.runs; ++run) {
+        SchedulerOptions so{c, o.step_rows, false};
+        Scheduler scheduler(*model, pool, so);
+        std::vector<ScheduledGeneration> gens;
+        for (int i = 0; i < c; ++i) {
+          ScheduledGeneration g = plain_generation(i, o.tokens);
+          if (speculative) {
+            g.drafter = drafter.get();
+            g.options.method = DraftMethod::Drafter;
+            g.options.gamma = gamma;
+            g.options.override_drafts = controlled_acceptance(reference[static_cast<size_t>(i)], o.acceptance,
+                                                              model->vocab_size(), o.seed + static_cast<uint64_t>(i));
+          }
+          gens.push_back(std::move(g));
+        }
+        const std::vector<StreamResult> r = run_together(scheduler, std::move(gens));
+        for (int i = 0; i < c; ++i) {
+          const auto& want = reference[static_cast<size_t>(i)];
+          const auto& got = r[static_cast<size_t>(i)].result.tokens;
+          if (!std::equal(got.begin(), got.end(), want.begin()))
+            fail("bench: stream {} of {} ({}) differs from its plain continuation", i, c,
+                 speculative ? "speculative" : "plain");
+        }
+        runs.push_back(summarize(c, speculative, r));
+        const ConcurrencyFigure& f = runs.back();
+        log(fmt::format("concurrency {} {}: {:.2f} tok/s aggregate, {:.2f} per stream, TTFT p50 {:.0f} ms{}", c,
+                        speculative ? "speculative" : "plain", f.aggregate_tok_per_s, f.per_stream_tok_per_s,
+                        f.ttft_p50_ms, speculative ? fmt::format(", mean gamma {:.2f}", f.mean_gamma) : ""));
+      }
+      std::sort(runs.begin(), runs.end(),
+                [](const auto& a, const auto& b) { return a.aggregate_tok_per_s < b.aggregate_tok_per_s; });
+      report.figures.push_back(runs[runs.size() / 2]);
+    }
+  }
+  for (ConcurrencyFigure& f : report.figures) {
+    for (const ConcurrencyFigure& g : report.figures) {
+      if (g.speculative == f.speculative && g.concurrency == 1 && g.aggregate_tok_per_s > 0)
+        f.vs_one_stream = f.aggregate_tok_per_s / g.aggregate_tok_per_s;
+      if (f.speculative && !g.speculative && g.concurrency == f.concurrency && g.aggregate_tok_per_s > 0)
+        f.vs_plain = f.aggregate_tok_per_s / g.aggregate_tok_per_s;
+    }
+  }
+  model.reset();
+  drafter.reset();
+  report.bandwidth_gbs = measure_read_bandwidth_gbs(pool, 1ull << 30);
+  report.elapsed_s = ms_between(t_start, Clock::now()) / 1000.0;
+  return report;
+}
+
+nlohmann::json concurrency_json(const ConcurrencyReport& r) {
+  nlohmann::json figures = nlohmann::json::array();
+  for (const ConcurrencyFigure& f : r.figures)
+    figures.push_back({{"concurrency", f.concurrency},
+                       {"mode", f.speculative ? "speculative" : "plain"},
+                       {"aggregate_tok_per_s", f.aggregate_tok_per_s},
+                       {"per_stream_tok_per_s", f.per_stream_tok_per_s},
+                       {"ttft_p50_ms", f.ttft_p50_ms},
+                       {"ttft_p99_ms", f.ttft_p99_ms},
+                       {"wall_ms", f.wall_ms},
+                       {"mean_gamma", f.mean_gamma},
+                       {"acceptance_rate", f.acceptance_rate},
+                       {"aggregate_vs_one_stream", f.vs_one_stream},
+                       {"aggregate_vs_plain", f.vs_plain}});
+  return {{"model", r.model_dir},
+          {"drafter", r.drafter_dir},
+          {"cpu_model", r.cpu_model},
+          {"kernels", r.kernels},
+          {"read_bandwidth_gb_per_s", r.bandwidth_gbs},
+          {"threads", r.options.threads},
+          {"precision", precision_name(r.options.precision)},
+          {"prompt_tokens", r.options.prompt_tokens},
+          {"tokens_per_stream", r.options.tokens},
+          {"acceptance", r.options.acceptance},
+          {"gamma", r.options.gamma},
+          {"runs", r.options.runs},
+          {"concurrency", figures},
+          {"elapsed_s", r.elapsed_s}};
+}
+
+std::string concurrency_markdown(const ConcurrencyReport& r) {
+  std::string out = fmt::format(
+      "# specula bench --concurrency\n\nCPU {} | kernels {} | read bandwidth {:.1f} GB/s ({} threads) | {} precision\n"
+      "model {}{}\n{} prompt + {} generated tokens per stream; speculative: gamma {}, acceptance p = {}\n\n",
+      r.cpu_model, r.kernels, r.bandwidth_gbs, r.options.threads, precision_name(r.options.precision), r.model_dir,
+      r.drafter_dir.empty() ? "" : " + drafter " + r.drafter_dir, r.options.prompt_tokens, r.options.tokens,
+      r.options.gamma, r.options.acceptance);
+  out += "| streams | mode | aggregate tok/s | x one stream | x plain | per-stream tok/s | TTFT p50 ms | TTFT p99 ms | "
+         "mean gamma | acceptance |\n|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const ConcurrencyFigure& f : r.figures)
+    out += fmt::format("| {} | {} | {:.2f} | {:.2f} | {} | {:.2f} | {:.0f} | {:.0f} | {} | {} |\n", f.concurrency,
+                       f.speculative ? "speculative" : "plain", f.aggregate_tok_per_s, f.vs_one_stream,
+                       f.speculative ? fmt::format("{:.2f}", f.vs_plain) : "-", f.per_stream_tok_per_s, f.ttft_p50_ms,
+                       f.ttft_p99_ms, f.speculative ? fmt::format("{:.2f}", f.mean_gamma) : "-",
+                       f.speculative ? fmt::format("{:.2f}", f.acceptance_rate) : "-");
+  out += fmt::format("\n{:.0f} s\n", r.elapsed_s);
+  return out;
+}
+
+}  // namespace specula::bench

@@ -1,0 +1,302 @@
+#include "specula/engine/scheduler.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+
+#include "specula/speculative/speculative_session.h"
+#include "specula/util/error.h"
+
+namespace specula {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Prompt rows one step gives to prefills even when the decoding sequences' rows fill its budget,
+// so that an admitted generation always makes progress.
+constexpr int64_t kMinPrefillRows = 16;
+
+// Prompt tokens a cache holding `held` (its first `offset` tokens) can keep for `prompt`: the
+// common prefix, at most all but the last prompt token, and only if the rest can roll back.
+int64_t reusable_prefix(const std::vector<int32_t>& held, const TargetCache& cache, const std::vector<int32_t>& prompt) {
+  if (static_cast<int64_t>(held.size()) != cache.offset()) return 0;
+  size_t common = 0;
+  while (common < held.size() && common < prompt.size() && held[common] == prompt[common]) ++common;
+  const int64_t keep = std::min<int64_t>(static_cast<int64_t>(common), static_cast<int64_t>(prompt.size()) - 1);
+  if (keep <= 0 || cache.offset() - keep > cache.max_rollback()) return 0;
+  return keep;
+}
+
+}  // namespace
+
+struct Scheduler::Slot {
+  explicit Slot(TargetCache c) : cache(std::move(c)) {}
+  TargetCache cache;
+  std::vector<int32_t> tokens;       // what the cache holds, for the prompt cache (when idle)
+  Job* job = nullptr;
+  uint64_t last_used = 0;
+  std::atomic<int64_t> held{0};      // positions of a running generation (for kv_utilization)
+  std::atomic<int64_t> cached{0};    // tokens.size(), readable from any thread
+};
+
+struct Scheduler::Job {
+  ScheduledGeneration generation;
+  std::unique_ptr<SpeculativeSession> session;
+  Slot* slot = nullptr;
+  int64_t keep = 0;
+  std::exception_ptr error;
+  ScheduledOutcome outcome;
+  bool done = false;
+};
+
+Scheduler::Scheduler(const TargetModel& model, ThreadPool& pool, const SchedulerOptions& options)
+    : model_(model), pool_(pool), options_(options) {
+  if (options.slots < 1) specula::fail("scheduler: {} slots; at least 1 is needed", options.slots);
+  if (options.step_rows < 0) specula::fail("scheduler: step row budget {} must be >= 0", options.step_rows);
+  step_rows_ = options.step_rows > 0 ? options.step_rows : model.options().prefill_chunk;
+  // A verify step of the largest gamma must fit one forward of a cache.
+  CacheOptions co;
+  co.rollback_reserve = model.options().rollback_reserve;
+  co.max_chunk = std::max(model.options().prefill_chunk, co.rollback_reserve + 1);
+  for (int i = 0; i < options.slots; ++i) slots_.push_back(std::make_unique<Slot>(TargetCache(model.config(), co)));
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+SpeculativeResult Scheduler::run(ScheduledGeneration generation, int64_t* cached_tokens) {
+  // A callback runs on the scheduler's thread: waiting there for another generation would wait forever.
+  if (std::this_thread::get_id() == thread_.get_id())
+    specula::fail("scheduler: a generation was started from a generation callback (it would wait for itself)");
+  Job job;
+  job.generation = std::move(generation);
+  {
+    std::unique_lock lock(mutex_);
+    if (stopping_) specula::fail("scheduler: the engine is shutting down");
+    waiting_.push_back(&job);
+    wake_.notify_all();
+    done_.wait(lock, [&] { return job.done; });
+  }
+  if (job.outcome.error) std::rethrow_exception(job.outcome.error);
+  if (cached_tokens) *cached_tokens = job.outcome.cached_tokens;
+  return std::move(job.outcome.result);
+}
+
+int64_t Scheduler::running() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int64_t>(active_.size());
+}
+
+int64_t Scheduler::waiting() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int64_t>(waiting_.size());
+}
+
+double Scheduler::kv_utilization() const {
+  double held = 0;
+  for (const auto& s : slots_) held += static_cast<double>(s->held.load());
+  return held / (static_cast<double>(slots_.size()) * static_cast<double>(model_.max_context()));
+}
+
+int64_t Scheduler::cached_tokens() const {
+  int64_t most = 0;
+  for (const auto& s : slots_) most = std::max(most, s->cached.load());
+  return most;
+}
+
+void Scheduler::clear_prompt_cache() {
+  std::lock_guard lock(mutex_);
+  for (auto& s : slots_) {
+    if (s->job != nullptr) continue;
+    s->tokens.clear();
+    s->cached = 0;
+    s->cache.reset();
+  }
+}
+
+void Scheduler::loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stopping_ || !waiting_.empty() || !active_.empty(); });
+    if (stopping_) {
+      const auto stopped = std::make_exception_ptr(Error("scheduler: the engine is shutting down"));
+      for (Job* j : active_) fail(*j, stopped);
+      for (Job* j : waiting_) fail(*j, stopped);
+      active_.clear();
+      waiting_.clear();
+      done_.notify_all();
+      return;
+    }
+    admit(lock);
+    if (active_.empty()) continue;
+    std::vector<Job*> active = active_;
+    lock.unlock();
+    step(active);
+    lock.lock();
+    const auto ended = [](const Job* j) { return j->error || j->session->finished(); };
+    for (Job* j : active_)
+      if (ended(j)) finish(*j);
+    std::erase_if(active_, [](const Job* j) { return j->done; });
+    done_.notify_all();
+  }
+}
+
+// Moves waiting generations into free slots, oldest first (under the lock).
+void Scheduler::admit(std::unique_lock<std::mutex>&) {
+  bool admitted = false;
+  while (!waiting_.empty()) {
+    Slot* slot = pick_slot(waiting_.front()->generation.prompt);
+    if (slot == nullptr) break;
+    Job* job = waiting_.front();
+    waiting_.pop_front();
+    start(*job, *slot);
+    if (job->error) {
+      fail(*job, job->error);
+    } else {
+      active_.push_back(job);
+    }
+    admitted = true;
+  }
+  if (admitted) done_.notify_all();
+}
+
+// The free slot that keeps the longest prefix of `prompt`, else the least recently used one.
+Scheduler::Slot* Scheduler::pick_slot(const std::vector<int32_t>& prompt) {
+  Slot* best = nullptr;
+  int64_t best_keep = -1;
+  for (auto& s : slots_) {
+    if (s->job != nullptr) continue;
+    const int64_t keep = options_.prompt_cache ? reusable_prefix(s->tokens, s->cache, prompt) : 0;
+    if (keep > best_keep || (keep == best_keep && s->last_used < best->last_used)) {
+      best = s.get();
+      best_keep = keep;
+    }
+  }
+  return best;
+}
+
+void Scheduler::start(Job& job, Slot& slot) {
+  job.slot = &slot;
+  slot.job = &job;
+  const std::vector<int32_t>& prompt = job.generation.prompt;
+  try {
+    job.keep = options_.prompt_cache ? reusable_prefix(slot.tokens, slot.cache, prompt) : 0;
+    const int64_t surplus = slot.cache.offset() - job.keep;
+    if (job.keep > 0 && surplus > 0) slot.cache.rollback(surplus);
+    if (job.keep == 0) slot.cache.reset();
+    slot.tokens.clear();  // unknown until the generation has finished
+    slot.cached = 0;
+    job.generation.options.continue_cache = job.keep > 0;
+    job.session = std::make_unique<SpeculativeSession>(model_, slot.cache, job.generation.drafter, prompt,
+                                                       job.generation.options);
+    slot.held = slot.cache.offset();
+  } catch (...) {
+    job.error = std::current_exception();
+  }
+}
+
+// One batched forward: the verify rows of every decoding sequence, then prefill chunks of the
+// prefilling ones under the row budget. A sequence whose own work throws ends alone; a forward
+// that throws ends every sequence in it.
+void Scheduler::step(std::vector<Job*>& active) {
+  std::vector<SequenceRows> batch;
+  std::vector<Job*> in_step;
+  int64_t decode_rows = 0;
+  auto add = [&](Job* j, int64_t prefill_rows) {
+    try {
+      batch.push_back(j->session->next_step(prefill_rows, pool_));
+      in_step.push_back(j);
+      return static_cast<int64_t>(batch.back().tokens.size());
+    } catch (...) {
+      j->error = std::current_exception();
+      return int64_t{0};
+    }
+  };
+  for (Job* j : active)
+    if (!j->session->finished() && !j->session->prefilling()) decode_rows += add(j, 1);
+  int64_t budget = std::max(step_rows_ - decode_rows, kMinPrefillRows);
+  for (Job* j : active) {
+    if (budget <= 0) break;
+    if (!j->session->finished() && j->session->prefilling()) budget -= add(j, budget);
+  }
+  if (batch.empty()) return;
+
+  const auto t0 = Clock::now();
+  std::vector<ForwardOutput> outs;
+  try {
+    outs = model_.forward_batch(batch, pool_, &scratch_);
+  } catch (...) {
+    for (Job* j : in_step) j->error = std::current_exception();
+    return;
+  }
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  int64_t rows = 0, decoding = 0;
+  for (size_t i = 0; i < in_step.size(); ++i) {
+    rows += static_cast<int64_t>(batch[i].tokens.size());
+    if (!in_step[i]->session->prefilling()) ++decoding;
+  }
+  step_cost_.record(rows, ms);
+  for (size_t i = 0; i < in_step.size(); ++i) {
+    Job* j = in_step[i];
+    // A decoding sequence's share of the step is what `--gamma auto` weighs its widths by.
+    const double cost = j->session->prefilling()
+                            ? ms
+                            : step_cost_.share(ms, rows, decoding, static_cast<int64_t>(batch[i].tokens.size()));
+    try {
+      j->session->complete_step(outs[i], cost);
+    } catch (...) {
+      j->error = std::current_exception();
+    }
+    j->slot->held = j->slot->cache.offset();
+  }
+}
+
+// A generation has ended (under the lock): record what its slot's cache holds, free the slot.
+void Scheduler::finish(Job& job) {
+  if (job.error) return fail(job, job.error);
+  Slot& slot = *job.slot;
+  SpeculativeResult r = job.session->take_result();
+  const std::vector<int32_t>& prompt = job.generation.prompt;
+  const size_t offset = static_cast<size_t>(slot.cache.offset());
+  if (options_.prompt_cache && offset <= prompt.size() + r.cache_tail.size()) {
+    slot.tokens.assign(prompt.begin(), prompt.end());
+    slot.tokens.insert(slot.tokens.end(), r.cache_tail.begin(), r.cache_tail.end());
+    slot.tokens.resize(offset);
+  } else {
+    slot.tokens.clear();
+    slot.cache.reset();
+  }
+  slot.cached = static_cast<int64_t>(slot.tokens.size());
+  job.outcome.result = std::move(r);
+  job.outcome.cached_tokens = job.keep;
+  job.session.reset();
+  slot.job = nullptr;
+  slot.last_used = ++clock_;
+  slot.held = 0;
+  job.done = true;
+}
+
+// A generation ends with `error` (under the lock); its slot, if any, starts the next one cold.
+void Scheduler::fail(Job& job, std::exception_ptr error) {
+  if (Slot* slot = job.slot) {
+    slot->tokens.clear();
+    slot->cached = 0;
+    slot->cache.reset();
+    slot->job = nullptr;
+    slot->last_used = ++clock_;
+    slot->held = 0;
+  }
+  job.session.reset();
+  job.outcome.error = error;
+  job.done = true;
+}
+
+}  // namespace specula

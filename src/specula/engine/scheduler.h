@@ -1,0 +1,109 @@
+#pragma once
+// Continuous batching: many generations share every target forward.
+//
+// The scheduler owns `slots` KV caches and one thread. A generation waits until a slot is free,
+// then joins at the next step boundary; each step packs the verify rows of every decoding
+// sequence (gamma + 1 each, gamma 0 for plain decoding) and then prefill chunks of newly
+// admitted ones under a per-step row budget, so a long prompt never stalls the streams already
+// decoding; one batched forward runs them all (model/target_model.h forward_batch), and each
+// sequence accepts, rolls back and emits on its own (speculative/speculative_session.h). Rows are batch
+// invariant, so every generation's tokens are the bytes it would get alone.
+//
+// Prompt cache, per slot: a slot remembers the tokens its cache holds. A new generation takes
+// the free slot sharing the longest prefix with its prompt (else the least recently used one),
+// keeps that prefix (rolling the rest back, or starting over when the sliding-window caches
+// cannot go back that far) and prefills only the remainder; at least the last prompt token is
+// always fed.
+//
+// `--gamma auto` under load: each decoding sequence's rounds are priced at its share of the step
+// (engine/step_cost.h), so speculation stays while extra rows are nearly free and shrinks once the
+// steps are compute-bound; sampled generations choose gamma from acceptance alone, as always.
+//
+// Callbacks of a generation (SpeculativeOptions on_emit / on_step, on_token) run on the
+// scheduler's thread, between steps.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "specula/engine/step_cost.h"
+#include "specula/model/target_model.h"
+#include "specula/speculative/speculative.h"
+
+namespace specula {
+
+class SpeculativeSession;
+
+struct SchedulerOptions {
+  int slots = 1;               // sequences decoding at once (--parallel)
+  int64_t step_rows = 0;       // row budget of one step; 0 = the model's prefill chunk
+  bool prompt_cache = true;
+};
+
+struct ScheduledGeneration {
+  std::vector<int32_t> prompt;
+  SpeculativeOptions options;      // continue_cache is set by the scheduler
+  const Drafter* drafter = nullptr;
+};
+
+struct ScheduledOutcome {
+  SpeculativeResult result;
+  int64_t cached_tokens = 0;       // prompt tokens reused from the slot's cache
+  std::exception_ptr error;        // what the generation threw (it ended there)
+};
+
+class Scheduler {
+ public:
+  Scheduler(const TargetModel& model, ThreadPool& pool, const SchedulerOptions& options);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Runs one generation to its end (blocking; any number of callers at once). Throws what
+  // the generation threw; a failed generation's slot starts its next one cold.
+  SpeculativeResult run(ScheduledGeneration generation, int64_t* cached_tokens = nullptr);
+
+  int slots() const { return static_cast<int>(slots_.size()); }
+  int64_t running() const;   // generations holding a slot
+  int64_t waiting() const;   // generations waiting for one
+  // Context positions held by the running generations over slots x max_context (0..1).
+  double kv_utilization() const;
+  // The longest prompt-cache entry of any slot.
+  int64_t cached_tokens() const;
+  // Forgets every idle slot's prompt cache.
+  void clear_prompt_cache();
+
+ private:
+  struct Slot;
+  struct Job;
+  void loop();
+  void admit(std::unique_lock<std::mutex>& lock);
+  Slot* pick_slot(const std::vector<int32_t>& prompt);
+  void start(Job& job, Slot& slot);
+  void step(std::vector<Job*>& active);
+  void finish(Job& job);
+  void fail(Job& job, std::exception_ptr error);
+
+  const TargetModel& model_;
+  ThreadPool& pool_;
+  SchedulerOptions options_;
+  int64_t step_rows_ = 0;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  ForwardScratch scratch_;
+  StepCostModel step_cost_;        // the loop's only
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;   // the loop: new work or stopping
+  std::condition_variable done_;   // callers: a job finished
+  std::deque<Job*> waiting_;
+  std::vector<Job*> active_;       // touched by the loop only (under mutex_ when resized)
+  uint64_t clock_ = 0;             // slot use order
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace specula

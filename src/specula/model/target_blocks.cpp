@@ -1,0 +1,348 @@
+// The blocks of one target forward step (SPEC §5.2-5.3): embedding with the per-layer inputs, then
+// per layer attention, the dense or MoE feed-forward, the per-layer input gate and the layer
+// scalar. Every block runs over all rows of the step, whatever sequences they belong to; only
+// attention (and the KV writes before it) goes sequence by sequence.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "specula/kernels/activation.h"
+#include "specula/kernels/attention.h"
+#include "specula/kernels/matmul.h"
+#include "specula/kernels/quant.h"
+#include "specula/kernels/rms_norm.h"
+#include "specula/kernels/rope.h"
+#include "specula/kernels/softmax.h"
+#include "specula/model/forward_workspace.h"
+
+namespace specula {
+
+namespace {
+
+void add_inplace(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+// Row-wise work (norms, GeGLU) on every thread of the pool when there is enough of it (a prefill
+// chunk); less (a decode step's norms) runs on the calling thread, where a hand-off would cost more
+// than the work. Rows are independent, so the bytes do not depend on the split.
+constexpr int64_t kParallelElements = 65536;
+
+// (A template, so the decode path's calls run fn directly, with no std::function to build.)
+template <typename Fn>
+void for_rows(ThreadPool& pool, int64_t rows, int64_t row_elements, Fn&& fn) {
+  if (rows < 2 || rows * row_elements < kParallelElements || pool.size() == 1) return fn(0, rows);
+  pool.parallel_for(rows, 1, [&](int, int64_t begin, int64_t end) { fn(begin, end); });
+}
+
+// rms_norm over contiguous rows of `dim` (in place when y == x), split by rows as above.
+void rms_norm_rows(ThreadPool& pool, const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
+                   float* y) {
+  for_rows(pool, rows, dim, [&](int64_t r0, int64_t r1) {
+    rms_norm(x + r0 * dim, r1 - r0, dim, dim, weight, eps, y + r0 * dim, dim);
+  });
+}
+
+// down(gelu(gate(in)) * up(in)) for n rows -> out [n][down.rows]. `gate_up`: gate and up as one
+// packed matrix (model/fused_matrices.h), used when the fast kernels run it.
+void geglu_mlp(const float* in, int64_t n, const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
+               const std::optional<WeightMatrix>& gate_up, std::vector<float>& g, std::vector<float>& u, float* out,
+               ThreadPool& pool, Precision precision) {
+  const int64_t width = gate.rows;
+  ensure(g, n * width);
+  if (is_low_precision(precision) && gate_up && fast_matmul_supported(*gate_up)) {
+    ensure(u, n * 2 * width);
+    matmul(in, n, *gate_up, u.data(), pool, precision);  // row r: [gate | up]
+    for_rows(pool, n, width, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        gelu_tanh_mul(u.data() + r * 2 * width, u.data() + r * 2 * width + width, g.data() + r * width, width);
+    });
+  } else {
+    ensure(u, n * width);
+    matmul(in, n, gate, g.data(), pool, precision);
+    matmul(in, n, up, u.data(), pool, precision);
+    for_rows(pool, n, width, [&](int64_t r0, int64_t r1) {
+      gelu_tanh_mul(g.data() + r0 * width, u.data() + r0 * width, g.data() + r0 * width, (r1 - r0) * width);
+    });
+  }
+  matmul(g.data(), n, down, out, pool, precision);
+}
+
+}  // namespace
+
+void TargetModel::run_step(const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const {
+  ws.rope_ready[0] = ws.rope_ready[1] = false;
+  embed(step, ws, pool);
+  for (int64_t li = 0; li < static_cast<int64_t>(weights_.layers.size()); ++li) {
+    const TargetLayerWeights& L = weights_.layers[static_cast<size_t>(li)];
+    attention_block(li, step, ws, pool);
+    if (L.moe) {
+      moe_mlp_block(li, step, ws, pool);
+    } else {
+      dense_mlp_block(li, step, ws, pool);
+    }
+    if (L.ple) per_layer_input_block(li, step, ws, pool);
+    if (L.layer_scalar != 1.0f) {  // on the whole residual stream
+      float* x = ws.x.data();
+      for (int64_t i = 0; i < step.rows() * weights_.hidden_size; ++i) x[i] *= L.layer_scalar;
+    }
+  }
+  for (const ForwardStep::Sequence& s : step.sequences) s.cache->advance(s.rows);
+}
+
+// Embedding (SPEC §5.2): the scale is the bf16-rounded sqrt(H). Per-layer inputs:
+// (RMSNorm(proj(h) * H^-0.5) + embed_pl(ids) * sqrt(W)) * 2^-0.5.
+void TargetModel::embed(const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const {
+  const TargetWeights& W = weights_;
+  const int64_t n = step.rows();
+  const int64_t H = W.hidden_size;
+  ensure(ws.x, n * H);
+  float* x = ws.x.data();
+  gather_rows(W.embed_tokens, step.tokens.data(), n, x);
+  for (int64_t i = 0; i < n * H; ++i) x[i] *= W.embed_scale;
+  if (W.ple_width == 0) return;
+
+  const int64_t NL = static_cast<int64_t>(W.layers.size());
+  const int64_t P = W.ple_width;
+  const int64_t PW = P * NL;
+  ensure(ws.ple, n * PW);
+  ensure(ws.ple_tok, n * PW);
+  ws.ple_ids.assign(step.tokens.begin(), step.tokens.end());
+  for (auto& id : ws.ple_ids) {
+    if (id >= W.ple_vocab) id = 0;  // HF maps ids past the per-layer vocabulary to pad (0)
+  }
+  gather_rows(W.embed_tokens_per_layer, ws.ple_ids.data(), n, ws.ple_tok.data());
+  matmul(x, n, W.per_layer_model_projection, ws.ple.data(), pool, options_.precision);
+  const float eps = static_cast<float>(config().text.rms_norm_eps);
+  const float proj_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
+  const float tok_scale = static_cast<float>(std::sqrt(static_cast<double>(P)));
+  const float combine = static_cast<float>(1.0 / std::sqrt(2.0));
+  float* ple = ws.ple.data();
+  for (int64_t i = 0; i < n * PW; ++i) ple[i] *= proj_scale;
+  rms_norm_rows(pool, ple, n * NL, P, W.per_layer_projection_norm.data(), eps, ple);
+  for (int64_t i = 0; i < n * PW; ++i) ple[i] = (ple[i] + ws.ple_tok[i] * tok_scale) * combine;
+}
+
+// SPEC §5.3 (1): x += norm(o_proj(attention(rope(norm(q)), cache))), writing this step's K/V
+// (k_norm + RoPE, scale-free v_norm) to the layer's cache first when the layer owns one.
+void TargetModel::attention_block(int64_t li, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const {
+  const TargetLayerWeights& L = weights_.layers[static_cast<size_t>(li)];
+  static const FusedProjections kNotFused;
+  const FusedProjections& F = fused_.empty() ? kNotFused : fused_[static_cast<size_t>(li)];
+  const TextConfig& T = config().text;
+  const LayerGeometry& g = L.geometry;
+  const int64_t n = step.rows();
+  const int64_t H = weights_.hidden_size;
+  const int64_t D = g.head_dim;
+  const int64_t nH = T.num_attention_heads;
+  const int64_t nKV = g.num_kv_heads;
+  const int64_t qw = nH * D;
+  const int64_t kvw = nKV * D;
+  const float eps = static_cast<float>(T.rms_norm_eps);
+  const Precision precision = options_.precision;
+
+  // RoPE tables for the step's positions, once per layer type.
+  const int type = g.type == LayerType::Sliding ? 0 : 1;
+  const int64_t pairs = L.rope.rotated_pairs();
+  if (!ws.rope_ready[type]) {
+    ensure(ws.rope_cos[type], n * pairs);
+    ensure(ws.rope_sin[type], n * pairs);
+    for (int64_t r = 0; r < n; ++r)
+      rope_cos_sin(L.rope, step.positions[static_cast<size_t>(r)], ws.rope_cos[type].data() + r * pairs,
+                   ws.rope_sin[type].data() + r * pairs);
+    ws.rope_ready[type] = true;
+  }
+  const float* rc = ws.rope_cos[type].data();
+  const float* rs = ws.rope_sin[type].data();
+
+  float* x = ws.x.data();
+  ensure(ws.normed, n * H);
+  float* normed = ws.normed.data();
+  rms_norm_rows(pool, x, n, H, L.input_layernorm.data(), eps, normed);
+  ensure(ws.q, n * qw);
+  float* q = ws.q.data();
+  // Layer ownership is the same for every sequence's cache (one config).
+  const bool owns_kv = step.sequences.front().cache->owns(static_cast<int>(li));
+  const bool fused_qkv = owns_kv && is_low_precision(precision) && F.qkv && fast_matmul_supported(*F.qkv);
+  if (fused_qkv) {
+    // One matmul for q, k (and v); row r of its output: [q | k | v].
+    const int64_t width = F.qkv->rows;
+    ensure(ws.qkv, n * width);
+    ensure(ws.k, n * kvw);
+    ensure(ws.v, n * kvw);
+    matmul(normed, n, *F.qkv, ws.qkv.data(), pool, precision);
+    for (int64_t r = 0; r < n; ++r) {
+      const float* row = ws.qkv.data() + r * width;
+      std::memcpy(q + r * qw, row, sizeof(float) * qw);
+      std::memcpy(ws.k.data() + r * kvw, row + qw, sizeof(float) * kvw);
+      if (!g.k_eq_v) std::memcpy(ws.v.data() + r * kvw, row + qw + kvw, sizeof(float) * kvw);
+    }
+  } else {
+    matmul(normed, n, L.q_proj, q, pool, precision);
+  }
+  rms_norm_rows(pool, q, n * nH, D, L.q_norm.data(), eps, q);
+  for (int64_t r = 0; r < n; ++r) rope_apply(q + r * qw, nH, L.rope, rc + r * pairs, rs + r * pairs);
+
+  if (owns_kv) {
+    ensure(ws.k, n * kvw);
+    ensure(ws.v, n * kvw);
+    float* k = ws.k.data();
+    float* v = ws.v.data();
+    if (!fused_qkv) matmul(normed, n, *L.k_proj, k, pool, precision);
+    if (g.k_eq_v) {
+      std::memcpy(v, k, sizeof(float) * n * kvw);  // V = the raw k_proj output, before k_norm
+    } else if (!fused_qkv) {
+      matmul(normed, n, *L.v_proj, v, pool, precision);
+    }
+    rms_norm_rows(pool, k, n * nKV, D, L.k_norm.data(), eps, k);
+    for (int64_t r = 0; r < n; ++r) rope_apply(k + r * kvw, nKV, L.rope, rc + r * pairs, rs + r * pairs);
+    rms_norm_rows(pool, v, n * nKV, D, nullptr, eps, v);  // scale-free v_norm, never rotated
+    for (const ForwardStep::Sequence& s : step.sequences) {
+      KvCache& kv = s.cache->for_layer(static_cast<int>(li));
+      kv.reserve_write(s.rows);
+      for (int64_t r = 0; r < s.rows; ++r) {
+        const int64_t row = s.first_row + r;
+        std::memcpy(kv.k_slot(s.position + r), k + row * kvw, sizeof(float) * kvw);
+        std::memcpy(kv.v_slot(s.position + r), v + row * kvw, sizeof(float) * kvw);
+      }
+    }
+  }
+
+  AttentionParams ap;
+  ap.heads = nH;
+  ap.scale = 1.0f;
+  ap.window = g.type == LayerType::Sliding ? T.sliding_window : 0;
+  ensure(ws.attn, n * qw);
+  for (const ForwardStep::Sequence& s : step.sequences) {
+    const KvCache& kv = s.cache->for_layer(static_cast<int>(li));
+    attention(q + s.first_row * qw, s.rows, qw, s.position, kv.view(), ap, ws.attn.data() + s.first_row * qw, qw,
+              pool);
+  }
+  ensure(ws.branch, n * H);
+  float* br = ws.branch.data();
+  matmul(ws.attn.data(), n, L.o_proj, br, pool, precision);
+  rms_norm_rows(pool, br, n, H, L.post_attention_layernorm.data(), eps, br);
+  add_inplace(x, br, n * H);
+}
+
+// x += norm(mlp(norm(x))).
+void TargetModel::dense_mlp_block(int64_t li, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const {
+  const TargetLayerWeights& L = weights_.layers[static_cast<size_t>(li)];
+  static const std::optional<WeightMatrix> kNotFused;
+  const std::optional<WeightMatrix>& gate_up = fused_.empty() ? kNotFused : fused_[static_cast<size_t>(li)].gate_up;
+  const int64_t n = step.rows();
+  const int64_t H = weights_.hidden_size;
+  const float eps = static_cast<float>(config().text.rms_norm_eps);
+  float* x = ws.x.data();
+  float* normed = ws.normed.data();
+  float* br = ws.branch.data();
+  rms_norm_rows(pool, x, n, H, L.pre_feedforward_layernorm.data(), eps, normed);
+  geglu_mlp(normed, n, L.gate_proj, L.up_proj, L.down_proj, gate_up, ws.gate, ws.up, br, pool, options_.precision);
+  rms_norm_rows(pool, br, n, H, L.post_feedforward_layernorm.data(), eps, br);
+  add_inplace(x, br, n * H);
+}
+
+// x += norm(norm1(mlp(norm(x))) + norm2(sum_k w_k expert_k(norm'(x)))): the dense branch beside
+// the top-k routed experts (router: RMSNorm(x) * scale * H^-0.5 -> proj -> softmax over the top-k
+// -> * per_expert_scale).
+void TargetModel::moe_mlp_block(int64_t li, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const {
+  const TargetLayerWeights& L = weights_.layers[static_cast<size_t>(li)];
+  static const std::optional<WeightMatrix> kNotFused;
+  const std::optional<WeightMatrix>& gate_up = fused_.empty() ? kNotFused : fused_[static_cast<size_t>(li)].gate_up;
+  const int64_t n = step.rows();
+  const int64_t H = weights_.hidden_size;
+  const float eps = static_cast<float>(config().text.rms_norm_eps);
+  const Precision precision = options_.precision;
+  float* x = ws.x.data();
+  float* normed = ws.normed.data();
+  float* br = ws.branch.data();
+
+  // Dense branch.
+  rms_norm_rows(pool, x, n, H, L.pre_feedforward_layernorm.data(), eps, normed);
+  geglu_mlp(normed, n, L.gate_proj, L.up_proj, L.down_proj, gate_up, ws.gate, ws.up, br, pool, precision);
+  rms_norm_rows(pool, br, n, H, L.post_feedforward_layernorm_1.data(), eps, br);
+
+  // Router.
+  const int64_t E = static_cast<int64_t>(L.expert_gate.size());
+  const int64_t K = config().text.top_k_experts;
+  const float root = static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
+  ensure(ws.router_in, n * H);
+  rms_norm_rows(pool, x, n, H, nullptr, eps, ws.router_in.data());
+  for (int64_t r = 0; r < n; ++r) {
+    float* z = ws.router_in.data() + r * H;
+    for (int64_t j = 0; j < H; ++j) z[j] = z[j] * L.router_scale[j] * root;
+  }
+  ensure(ws.router_scores, n * E);
+  matmul(ws.router_in.data(), n, L.router_proj, ws.router_scores.data(), pool, precision);
+  ws.route_experts.resize(static_cast<size_t>(n * K));
+  ensure(ws.route_weights, n * K);
+  for (int64_t r = 0; r < n; ++r) {
+    const float* s = ws.router_scores.data() + r * E;
+    int64_t* idx = ws.route_experts.data() + r * K;
+    float* w = ws.route_weights.data() + r * K;
+    top_k(s, E, K, idx);
+    for (int64_t k = 0; k < K; ++k) w[k] = s[idx[k]];
+    softmax_inplace(w, K);
+    for (int64_t k = 0; k < K; ++k) w[k] *= L.router_per_expert_scale[static_cast<size_t>(idx[k])];
+  }
+
+  // Experts on RMSNorm(x, pre_feedforward_layernorm_2); rows grouped per expert (the matmul is
+  // batch invariant, so grouping does not change any row's bytes).
+  rms_norm_rows(pool, x, n, H, L.pre_feedforward_layernorm_2.data(), eps, normed);
+  ensure(ws.moe_out, n * K * H);  // [row][k][H]
+  for (int64_t e = 0; e < E; ++e) {
+    ws.expert_rows.clear();
+    for (int64_t i = 0; i < n * K; ++i)
+      if (ws.route_experts[static_cast<size_t>(i)] == e) ws.expert_rows.push_back(i);
+    const int64_t m = static_cast<int64_t>(ws.expert_rows.size());
+    if (m == 0) continue;
+    ensure(ws.expert_in, m * H);
+    ensure(ws.expert_out, m * H);
+    for (int64_t j = 0; j < m; ++j)
+      std::memcpy(ws.expert_in.data() + j * H, normed + (ws.expert_rows[j] / K) * H, sizeof(float) * H);
+    geglu_mlp(ws.expert_in.data(), m, L.expert_gate[e], L.expert_up[e], L.expert_down[e], std::nullopt, ws.gate, ws.up,
+              ws.expert_out.data(), pool, precision);
+    for (int64_t j = 0; j < m; ++j)
+      std::memcpy(ws.moe_out.data() + ws.expert_rows[j] * H, ws.expert_out.data() + j * H, sizeof(float) * H);
+  }
+  ensure(ws.branch2, n * H);
+  float* f2 = ws.branch2.data();
+  for (int64_t r = 0; r < n; ++r) {
+    float* dst = f2 + r * H;
+    std::fill(dst, dst + H, 0.0f);
+    for (int64_t k = 0; k < K; ++k) {
+      const float w = ws.route_weights[r * K + k];
+      const float* src = ws.moe_out.data() + (r * K + k) * H;
+      for (int64_t j = 0; j < H; ++j) dst[j] += w * src[j];
+    }
+  }
+  rms_norm_rows(pool, f2, n, H, L.post_feedforward_layernorm_2.data(), eps, f2);
+  add_inplace(br, f2, n * H);
+  rms_norm_rows(pool, br, n, H, L.post_feedforward_layernorm.data(), eps, br);
+  add_inplace(x, br, n * H);
+}
+
+// SPEC §5.3 (3): x += norm(proj(gelu(gate(x)) * per_layer_input)).
+void TargetModel::per_layer_input_block(int64_t li, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const {
+  const TargetLayerWeights& L = weights_.layers[static_cast<size_t>(li)];
+  const int64_t n = step.rows();
+  const int64_t H = weights_.hidden_size;
+  const int64_t P = weights_.ple_width;
+  const int64_t NL = static_cast<int64_t>(weights_.layers.size());
+  const float eps = static_cast<float>(config().text.rms_norm_eps);
+  float* x = ws.x.data();
+  float* br = ws.branch.data();
+  ensure(ws.gate, n * P);
+  float* gt = ws.gate.data();
+  matmul(x, n, L.per_layer_input_gate, gt, pool, options_.precision);
+  gelu_tanh_inplace(gt, n * P);
+  for (int64_t r = 0; r < n; ++r) {
+    const float* pli = ws.ple.data() + r * P * NL + li * P;
+    for (int64_t j = 0; j < P; ++j) gt[r * P + j] *= pli[j];
+  }
+  matmul(gt, n, L.per_layer_projection, br, pool, options_.precision);
+  rms_norm_rows(pool, br, n, H, L.post_per_layer_input_norm.data(), eps, br);
+  add_inplace(x, br, n * H);
+}
+
+}  // namespace specula

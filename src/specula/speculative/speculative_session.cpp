@@ -1,0 +1,283 @@
+#include "specula/speculative/speculative_session.h"
+
+#include <algorithm>
+
+#include "specula/sample/logits_pipeline.h"
+#include "specula/sample/sampler.h"
+#include "specula/sample/speculative_sampling.h"
+#include "specula/util/error.h"
+
+namespace specula {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// Streams of the run's seed: the verifier (target draws) and the drafter never shift each other.
+constexpr uint64_t kVerifyStream = 0;
+constexpr uint64_t kDraftStream = 1;
+
+// Costs relative to one decode step that `--gamma auto` assumes when sampling (see finish_round).
+constexpr double kNominalDraftStepCost = 0.03;
+constexpr double kNominalVerifyRowCost = 0.05;
+
+int64_t checked_max_gamma(const SpeculativeOptions& options, int64_t reserve) {
+  if (options.gamma.automatic) {
+    if (options.gamma.max_gamma < 0) fail("speculative: max gamma {} must be >= 0", options.gamma.max_gamma);
+    return std::min(options.gamma.max_gamma, reserve);
+  }
+  if (options.gamma.fixed < 0) fail("speculative: gamma {} must be >= 0", options.gamma.fixed);
+  if (options.gamma.fixed > reserve)
+    fail("speculative: gamma {} exceeds the target cache's rollback reserve {} (raise TargetOptions::rollback_reserve)",
+         options.gamma.fixed, reserve);
+  return options.gamma.fixed;
+}
+
+}  // namespace
+
+SpeculativeSession::SpeculativeSession(const TargetModel& model, TargetCache& cache, const Drafter* drafter,
+                                       std::span<const int32_t> prompt, SpeculativeOptions options,
+                                       std::function<bool(int32_t)> on_token)
+    : model_(model),
+      cache_(cache),
+      drafter_(drafter),
+      options_(std::move(options)),
+      on_token_(std::move(on_token)),
+      prompt_(prompt.begin(), prompt.end()),
+      eos_(model.eos_token_ids()),
+      max_gamma_(checked_max_gamma(options_, cache.options().rollback_reserve)),
+      verify_rng_(options_.sampling.seed, kVerifyStream),
+      draft_rng_(options_.sampling.seed, kDraftStream),
+      policy_(max_gamma_) {
+  if (prompt_.empty()) fail("speculative: the prompt is empty (it must hold at least the BOS token)");
+  if (options_.max_tokens < 0) fail("speculative: max tokens {} must be >= 0", options_.max_tokens);
+  use_drafter_ = options_.method == DraftMethod::Drafter;
+  if (use_drafter_ && drafter_ == nullptr) fail("speculative: draft method 'drafter' needs a loaded drafter");
+  validate_for_vocab(options_.sampling, model.vocab_size());
+  greedy_ = options_.sampling.greedy();
+  vocab_ = model.vocab_size();
+  if (options_.continue_cache) {
+    fed_ = cache_.offset();
+    if (fed_ >= static_cast<int64_t>(prompt_.size()))
+      fail("speculative: the cache holds {} tokens but the prompt has only {} (at least one must be fed)", fed_,
+           prompt_.size());
+  } else {
+    cache_.reset();
+  }
+  res_.stats.prompt_tokens = static_cast<int64_t>(prompt_.size());
+  res_.stop_reason = "max_tokens";
+  context_ = prompt_;
+  if (options_.max_tokens == 0) phase_ = Phase::Done;
+}
+
+bool SpeculativeSession::is_eos(int32_t t) const {
+  return !options_.ignore_eos && std::binary_search(eos_.begin(), eos_.end(), t);
+}
+
+SequenceRows SpeculativeSession::next_step(int64_t max_prefill_rows, ThreadPool& pool) {
+  if (phase_ == Phase::Done) fail("speculative: next_step() on a finished session");
+  SequenceRows rows;
+  rows.cache = &cache_;
+  if (phase_ == Phase::Prefill) {
+    if (max_prefill_rows < 1) fail("speculative: a prefill step needs at least one row (got {})", max_prefill_rows);
+    chunk_rows_ = std::min({prefill_remaining(), max_prefill_rows, cache_.options().max_chunk});
+    const bool last = chunk_rows_ == prefill_remaining();
+    rows.tokens = std::span<const int32_t>(prompt_).subspan(static_cast<size_t>(fed_), static_cast<size_t>(chunk_rows_));
+    rows.request.rows = last ? OutputRows::Last : OutputRows::None;
+    rows.request.logits = last;
+    rows.request.hidden = last && use_drafter_;
+    return rows;
+  }
+  int64_t gamma = options_.gamma.automatic ? policy_.choose() : options_.gamma.fixed;
+  gamma = std::min(gamma, model_.max_context() - cache_.offset() - 1);
+  const auto t0 = Clock::now();
+  propose(gamma, pool);
+  draft_ms_ = ms_since(t0);
+  step_tokens_.assign(1, context_.back());  // the pending token: emitted, not yet fed
+  step_tokens_.insert(step_tokens_.end(), drafts_.begin(), drafts_.end());
+  chunk_rows_ = static_cast<int64_t>(step_tokens_.size());
+  rows.tokens = step_tokens_;
+  rows.request.rows = OutputRows::All;
+  rows.request.logits = true;
+  rows.request.hidden = use_drafter_;
+  return rows;
+}
+
+// gamma drafts from the drafter (chained over its own post_projection) or prompt lookup; with
+// sampling, each with the distribution q it was drawn from.
+void SpeculativeSession::propose(int64_t gamma, ThreadPool& pool) {
+  drafts_.clear();
+  qs_.clear();
+  if (gamma > 0) {
+    if (use_drafter_) {
+      int32_t t = context_.back();
+      std::vector<float> g = g_;
+      for (int64_t k = 0; k < gamma; ++k) {
+        DraftStep step = drafter_->step(t, g.data(), cache_, k, pool);
+        int32_t d = step.token;
+        if (!greedy_) {
+          qs_.push_back(
+              candidate_distribution(vocab_, step.candidate_ids, step.candidate_scores, options_.sampling.temperature));
+          d = qs_.back().sample(draft_rng_);
+        }
+        drafts_.push_back(d);
+        g = std::move(step.post_projection);
+        t = d;
+      }
+    } else {
+      drafts_ = prompt_lookup_drafts(context_, gamma, options_.lookup);
+    }
+  }
+  if (options_.override_drafts) {
+    options_.override_drafts(DraftRoundInfo{context_, prompt_.size(), res_.stats.rounds, gamma}, drafts_);
+    if (static_cast<int64_t>(drafts_.size()) > gamma)
+      fail("speculative: the draft override returned {} drafts for a round of gamma {}", drafts_.size(), gamma);
+    for (int32_t d : drafts_)
+      if (d < 0 || d >= vocab_) fail("speculative: the draft override returned token {} outside [0, {})", d, vocab_);
+    // The override's drafts are deterministic proposals: their q is a point mass.
+    if (!greedy_) qs_.clear();
+  }
+  if (!greedy_)  // deterministic proposals (lookup, override)
+    for (size_t i = qs_.size(); i < drafts_.size(); ++i) qs_.push_back(TokenDistribution::point_mass(vocab_, drafts_[i]));
+}
+
+void SpeculativeSession::complete_step(const ForwardOutput& out, double step_ms) {
+  if (phase_ == Phase::Done) fail("speculative: complete_step() on a finished session");
+  if (phase_ == Phase::Prefill) {
+    fed_ += chunk_rows_;
+    res_.stats.prefill_ms += step_ms;
+    if (prefill_remaining() == 0) finish_prefill(out);
+    return;
+  }
+  finish_round(out, step_ms);
+}
+
+void SpeculativeSession::finish_prefill(const ForwardOutput& out) {
+  res_.stats.target_calls = 1;
+  if (use_drafter_) g_.assign(out.hidden_row(0), out.hidden_row(0) + out.hidden_size);
+  const TokenHistory history{context_, prompt_.size()};
+  const int32_t first =
+      sample_token({out.logits_row(0), static_cast<size_t>(vocab_)}, history, options_.sampling, verify_rng_).id;
+  decode_start_ = Clock::now();
+  phase_ = Phase::Decode;
+  continue_or_finish(emit(first, out.logits_row(0)) && step_done());
+}
+
+void SpeculativeSession::finish_round(const ForwardOutput& out, double verify_ms) {
+  const int64_t round_gamma = static_cast<int64_t>(drafts_.size());
+  history_ = context_;
+  history_.insert(history_.end(), drafts_.begin(), drafts_.end());
+  auto row_history = [&](int64_t j) {
+    return TokenHistory{std::span<const int32_t>(history_.data(), context_.size() + static_cast<size_t>(j)),
+                        prompt_.size()};
+  };
+  auto row_logits = [&](int64_t j) {
+    return std::span<const float>(out.logits_row(static_cast<size_t>(j)), static_cast<size_t>(vocab_));
+  };
+  const SamplingParams& params = options_.sampling;
+  int64_t a = 0;
+  int32_t target_token = 0;
+  if (greedy_) {
+    for (;; ++a) {
+      target_token = sample_token(row_logits(a), row_history(a), params, verify_rng_).id;
+      if (a == round_gamma || drafts_[static_cast<size_t>(a)] != target_token) break;
+    }
+  } else {
+    for (; a < round_gamma; ++a) {
+      const TokenDistribution p = build_distribution(row_logits(a), row_history(a), params).p;
+      const DraftVerdict v = verify_draft(drafts_[static_cast<size_t>(a)], p, qs_[static_cast<size_t>(a)], verify_rng_);
+      if (!v.accepted) {
+        target_token = v.token;
+        break;
+      }
+    }
+    if (a == round_gamma)  // every draft accepted: the bonus token from the last row
+      target_token = build_distribution(row_logits(a), row_history(a), params).p.sample(verify_rng_);
+  }
+  if (a < round_gamma) cache_.rollback(round_gamma - a);
+  res_.cache_tail.push_back(context_.back());
+  res_.cache_tail.insert(res_.cache_tail.end(), drafts_.begin(), drafts_.begin() + a);
+
+  SpeculativeStats& st = res_.stats;
+  st.rounds += 1;
+  st.target_calls += 1;
+  st.drafted += round_gamma;
+  st.accepted += a;
+  st.gamma_histogram[round_gamma] += 1;
+  st.draft_ms += draft_ms_;
+  st.verify_ms += verify_ms;
+  if (options_.gamma.automatic && round_gamma <= max_gamma_) {
+    if (greedy_) {
+      policy_.record(round_gamma, a, draft_ms_, verify_ms);
+    } else {
+      // Sampled tokens depend on the gamma sequence: choose it from acceptance alone (nominal
+      // costs) so that a seed reproduces the same text on every run and machine.
+      policy_.record(round_gamma, a, kNominalDraftStepCost * static_cast<double>(round_gamma),
+                     1.0 + kNominalVerifyRowCost * static_cast<double>(round_gamma));
+    }
+  }
+  if (options_.trace) res_.rounds.push_back(SpecRound{drafts_, a, draft_ms_, verify_ms});
+  if (use_drafter_)
+    g_.assign(out.hidden_row(static_cast<size_t>(a)), out.hidden_row(static_cast<size_t>(a)) + out.hidden_size);
+
+  bool going = true;
+  for (int64_t i = 0; i < a && going; ++i)
+    going = emit(drafts_[static_cast<size_t>(i)], out.logits_row(static_cast<size_t>(i)));
+  if (going) going = emit(target_token, out.logits_row(static_cast<size_t>(a)));
+  continue_or_finish(going && step_done());
+}
+
+// Emits one token (chosen from `logits`) the way plain decoding would; false = generation stops here.
+bool SpeculativeSession::emit(int32_t t, const float* logits) {
+  if (is_eos(t)) {
+    res_.stop_reason = "eos";
+    return false;
+  }
+  res_.tokens.push_back(t);
+  context_.push_back(t);
+  if (on_token_ && !on_token_(t)) {
+    res_.stop_reason = "callback";
+    return false;
+  }
+  if (options_.on_emit && !options_.on_emit(t, std::span<const float>(logits, static_cast<size_t>(vocab_)))) {
+    res_.stop_reason = "callback";
+    return false;
+  }
+  if (static_cast<int64_t>(res_.tokens.size()) >= options_.max_tokens) {
+    res_.stop_reason = "max_tokens";
+    return false;
+  }
+  return true;
+}
+
+// Ends a decode step whose tokens were all emitted; false = generation stops here.
+bool SpeculativeSession::step_done() {
+  if (options_.on_step && !options_.on_step()) {
+    res_.stop_reason = "callback";
+    return false;
+  }
+  return true;
+}
+
+void SpeculativeSession::continue_or_finish(bool going) {
+  if (going && cache_.offset() + 1 > model_.max_context()) {
+    res_.stop_reason = "context";
+    going = false;
+  }
+  if (!going) finish();
+}
+
+void SpeculativeSession::stop() {
+  if (phase_ == Phase::Done) return;
+  res_.stop_reason = "callback";
+  finish();
+}
+
+void SpeculativeSession::finish() {
+  if (phase_ == Phase::Decode) res_.stats.decode_ms = ms_since(decode_start_);
+  res_.stats.generated_tokens = static_cast<int64_t>(res_.tokens.size());
+  phase_ = Phase::Done;
+}
+
+}  // namespace specula

@@ -1,0 +1,99 @@
+#pragma once
+// One sequence's speculative generation as explicit steps, so that a scheduler can run many
+// sessions in one batched target forward (model/target_model.h forward_batch):
+//
+//   prefill:  next_step() hands out the next chunk of the prompt; the last chunk's output row
+//             gives the first token;
+//   rounds:   next_step() proposes gamma drafts (the assistant drafter over this sequence's own
+//             caches, or prompt lookup) and hands out [pending] + drafts as the verify rows;
+//             complete_step() accepts the longest agreeing prefix (greedy) or runs lossless
+//             speculative sampling, rolls the rejected drafts' KV back and emits the tokens.
+//
+// Plain decoding is gamma 0 (one row per round). The rules are generate_speculative's
+// (speculative/speculative.h): it is this session run alone. A row's bytes do not depend on the other
+// rows of its step, so a session's tokens are the same whatever else shares its steps; with
+// `--gamma auto`, greedy rounds are sized from measured step times (greedy output does not
+// depend on gamma) and sampled rounds from acceptance alone (a seed reproduces its text).
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "specula/model/target_model.h"
+#include "specula/sample/rng.h"
+#include "specula/sample/token_distribution.h"
+#include "specula/speculative/gamma_policy.h"
+#include "specula/speculative/speculative.h"
+
+namespace specula {
+
+class SpeculativeSession {
+ public:
+  // Validates the options and resets the cache (unless options.continue_cache); throws
+  // specula::Error before any work. `model`, `cache`, `drafter` and `prompt`'s copy are used for
+  // the session's life.
+  SpeculativeSession(const TargetModel& model, TargetCache& cache, const Drafter* drafter,
+                     std::span<const int32_t> prompt, SpeculativeOptions options,
+                     std::function<bool(int32_t)> on_token = {});
+
+  bool finished() const { return phase_ == Phase::Done; }
+  bool prefilling() const { return phase_ == Phase::Prefill; }
+  // Prompt tokens still to be fed.
+  int64_t prefill_remaining() const { return static_cast<int64_t>(prompt_.size()) - fed_; }
+  TargetCache& cache() const { return cache_; }
+
+  // The rows of the next step: at most max_prefill_rows prompt tokens while prefilling (and never
+  // more than the cache's max_chunk), else the verify rows of a new round (drafting first).
+  // The returned span stays valid until complete_step().
+  SequenceRows next_step(int64_t max_prefill_rows, ThreadPool& pool);
+  // The output of the step next_step() described, and its wall time (for `--gamma auto`).
+  void complete_step(const ForwardOutput& out, double step_ms);
+  // Ends the session now (e.g. the request was cancelled between steps): stop_reason "callback".
+  void stop();
+
+  const SpeculativeResult& result() const { return res_; }
+  SpeculativeResult take_result() { return std::move(res_); }
+
+ private:
+  enum class Phase { Prefill, Decode, Done };
+  void propose(int64_t gamma, ThreadPool& pool);
+  bool emit(int32_t token, const float* logits);
+  bool step_done();
+  void finish_prefill(const ForwardOutput& out);
+  void finish_round(const ForwardOutput& out, double verify_ms);
+  // After a step whose tokens were all emitted: whether another round fits in the context.
+  void continue_or_finish(bool going);
+  void finish();
+  bool is_eos(int32_t t) const;
+
+  const TargetModel& model_;
+  TargetCache& cache_;
+  const Drafter* drafter_;
+  SpeculativeOptions options_;
+  std::function<bool(int32_t)> on_token_;
+  std::vector<int32_t> prompt_;
+  std::vector<int32_t> eos_;
+  bool use_drafter_ = false;
+  bool greedy_ = true;
+  int64_t vocab_ = 0;
+  int64_t max_gamma_ = 0;
+
+  Phase phase_ = Phase::Prefill;
+  int64_t fed_ = 0;          // prompt tokens in the cache
+  int64_t chunk_rows_ = 0;   // rows of the step handed out by next_step()
+  SpeculativeResult res_;
+  std::vector<int32_t> context_;  // prompt + emitted
+  std::vector<float> g_;          // the drafter's hidden input for the next round
+  Rng verify_rng_;
+  Rng draft_rng_;
+  AutoGamma policy_;
+  std::vector<int32_t> drafts_;
+  std::vector<TokenDistribution> qs_;
+  std::vector<int32_t> history_;
+  std::vector<int32_t> step_tokens_;
+  double draft_ms_ = 0.0;         // the current round's drafting time
+  std::chrono::steady_clock::time_point decode_start_;
+};
+
+}  // namespace specula

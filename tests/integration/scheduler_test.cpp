@@ -1,0 +1,214 @@
+// Continuous batching (engine/scheduler.h): generations running together — different prompt
+// lengths, plain and speculative (drafter, prompt lookup, fixed and auto gamma), greedy and seeded
+// sampling, some joining while others are mid-stream, one cancelled — each give exactly the
+// tokens they give alone. Prefill chunks share steps with decode rows (a small row budget), and
+// the slots' prompt caches are reused across generations.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "specula/engine/scheduler.h"
+#include "specula/io/config.h"
+#include "specula/model/target_model.h"
+#include "specula/model/drafter.h"
+#include "specula/speculative/speculative.h"
+#include "specula/util/error.h"
+#include "spec_golden_util.h"
+
+namespace specula {
+namespace {
+
+using spec_test::golden_root;
+
+struct Case {
+  std::vector<int32_t> prompt;
+  SpeculativeOptions options;
+  bool drafter = false;
+  int64_t cancel_after = -1;   // stop at the first step boundary with at least this many tokens
+  int64_t join_after = 0;      // start once the first generation has emitted this many tokens
+};
+
+std::vector<int32_t> repeated(const std::vector<int32_t>& base, size_t length) {
+  std::vector<int32_t> p = base;
+  while (p.size() < length) p.push_back(base[1 + p.size() % (base.size() - 1)]);
+  p.resize(length);
+  return p;
+}
+
+std::vector<Case> mixed_cases(const std::vector<int32_t>& base) {
+  auto opts = [](int64_t gamma, bool automatic, double temperature, uint64_t seed) {
+    SpeculativeOptions o;
+    o.max_tokens = 20;
+    o.ignore_eos = true;
+    o.gamma.fixed = gamma;
+    o.gamma.automatic = automatic;
+    o.sampling.temperature = temperature;
+    o.sampling.seed = seed;
+    return o;
+  };
+  std::vector<Case> c;
+  c.push_back({repeated(base, 3), opts(0, false, 0.0, 0), false, -1, 0});    // plain greedy
+  c.push_back({repeated(base, 29), opts(3, false, 0.0, 0), true, -1, 0});    // drafter, gamma 3
+  c.push_back({repeated(base, 11), opts(2, true, 0.0, 0), true, -1, 2});     // drafter, auto
+  c.push_back({repeated(base, 40), opts(2, false, 0.8, 5), true, -1, 4});    // sampled, gamma 2
+  c.push_back({repeated(base, 17), opts(2, true, 0.9, 9), true, -1, 6});     // sampled, auto
+  c.push_back({repeated(base, 33), opts(4, false, 0.0, 0), false, -1, 6});   // prompt lookup
+  c.push_back({repeated(base, 21), opts(2, false, 0.0, 0), true, 5, 8});     // cancelled
+  c.back().options.max_tokens = 400;
+  c[0].options.max_tokens = 40;  // the first one runs while the others join
+  for (Case& k : c)
+    if (!k.drafter) k.options.method = DraftMethod::Lookup;  // plain (gamma 0) or prompt lookup
+  return c;
+}
+
+std::vector<int32_t> alone(const TargetModel& model, const Drafter* drafter, const Case& c) {
+  ThreadPool pool(1);
+  TargetCache cache = model.new_cache();
+  SpeculativeOptions o = c.options;
+  int64_t n = 0;
+  if (c.cancel_after >= 0) o.on_step = [&] { return n < c.cancel_after; };
+  return generate_speculative(model, cache, c.drafter ? drafter : nullptr, c.prompt, o, pool,
+                              [&](int32_t) { ++n; return true; })
+      .tokens;
+}
+
+class SchedulerConcurrency : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SchedulerConcurrency, EveryGenerationGetsItsAloneTokens) {
+  const auto dir = golden_root() / GetParam();
+  TargetOptions to;
+  to.prefill_chunk = 8;
+  auto model = TargetModel::load((dir / "model").string(), to);
+  auto drafter = Drafter::load((dir / "drafter").string(), *model);
+  const auto base =
+      read_json_file((dir / "expected.json").string()).at("prompt").get<std::vector<int32_t>>();
+  const std::vector<Case> cases = mixed_cases(base);
+  std::vector<std::vector<int32_t>> want;
+  for (const Case& c : cases) want.push_back(alone(*model, drafter.get(), c));
+
+  ThreadPool pool(2);
+  SchedulerOptions so;
+  so.slots = 4;       // fewer than the generations: some wait for a slot
+  so.step_rows = 12;  // prefill chunks squeezed beside the decode rows
+  Scheduler scheduler(*model, pool, so);
+
+  std::mutex m;
+  std::condition_variable cv;
+  int64_t first_emitted = 0;
+  std::vector<std::vector<int32_t>> got(cases.size());
+  std::vector<std::string> errors(cases.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const Case& c = cases[i];
+      {
+        std::unique_lock lock(m);
+        cv.wait(lock, [&] { return first_emitted >= c.join_after; });
+      }
+      ScheduledGeneration g;
+      g.prompt = c.prompt;
+      g.options = c.options;
+      g.drafter = c.drafter ? drafter.get() : nullptr;
+      int64_t n = 0;
+      g.options.on_emit = [&, i](int32_t, std::span<const float>) {
+        ++n;
+        if (i == 0) {
+          std::lock_guard lock(m);
+          ++first_emitted;
+          cv.notify_all();
+        }
+        return true;
+      };
+      if (c.cancel_after >= 0) g.options.on_step = [&] { return n < c.cancel_after; };
+      try {
+        got[i] = scheduler.run(std::move(g)).tokens;
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+      if (i == 0) {  // release the others even if the first one ended early
+        std::lock_guard lock(m);
+        first_emitted = 1 << 20;
+        cv.notify_all();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(errors[i], "") << "generation " << i;
+    EXPECT_EQ(got[i], want[i]) << "generation " << i;
+  }
+  EXPECT_EQ(scheduler.running(), 0);
+  EXPECT_EQ(scheduler.waiting(), 0);
+}
+
+TEST_P(SchedulerConcurrency, ASlotsPromptCacheIsReusedAndChangesNoToken) {
+  const auto dir = golden_root() / GetParam();
+  auto model = TargetModel::load((dir / "model").string());
+  auto drafter = Drafter::load((dir / "drafter").string(), *model);
+  const auto base = read_json_file((dir / "expected.json").string()).at("prompt").get<std::vector<int32_t>>();
+  ThreadPool pool(1);
+  SchedulerOptions so;
+  so.slots = 2;
+  Scheduler scheduler(*model, pool, so);
+  Case c;
+  c.prompt = repeated(base, 24);
+  c.options.max_tokens = 8;
+  c.options.ignore_eos = true;
+  c.options.gamma.fixed = 2;
+  c.drafter = true;
+  const std::vector<int32_t> first = alone(*model, drafter.get(), c);
+  ScheduledGeneration g{c.prompt, c.options, drafter.get()};
+  int64_t cached = -1;
+  EXPECT_EQ(scheduler.run(g, &cached).tokens, first);
+  EXPECT_EQ(cached, 0);
+  // A follow-up turn: the first prompt, its answer and more.
+  Case turn2 = c;
+  turn2.prompt.insert(turn2.prompt.end(), first.begin(), first.end());
+  turn2.prompt.insert(turn2.prompt.end(), base.begin() + 1, base.end());
+  const std::vector<int32_t> want = alone(*model, drafter.get(), turn2);
+  g.prompt = turn2.prompt;
+  EXPECT_EQ(scheduler.run(g, &cached).tokens, want);
+  EXPECT_GE(cached, static_cast<int64_t>(c.prompt.size())) << "the slot that served turn 1 is picked again";
+  EXPECT_GT(scheduler.cached_tokens(), 0);
+  scheduler.clear_prompt_cache();
+  EXPECT_EQ(scheduler.cached_tokens(), 0);
+}
+
+TEST(SchedulerErrors, ABadGenerationFailsAloneAndTheOthersFinish) {
+  const auto dir = golden_root() / "dense-bf16-hf";
+  auto model = TargetModel::load((dir / "model").string());
+  ThreadPool pool(1);
+  Scheduler scheduler(*model, pool, SchedulerOptions{2, 0, true});
+  ScheduledGeneration bad;
+  bad.prompt = {2, 5};
+  bad.options.method = DraftMethod::Lookup;
+  bad.options.gamma.fixed = 999;  // past the rollback reserve
+  try {
+    scheduler.run(bad);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rollback reserve"), std::string::npos) << e.what();
+  }
+  ScheduledGeneration ok;
+  ok.prompt = {2, 5, 7};
+  ok.options.max_tokens = 4;
+  ok.options.ignore_eos = true;
+  ok.options.method = DraftMethod::Lookup;
+  ok.options.gamma.fixed = 0;
+  EXPECT_EQ(scheduler.run(ok).tokens.size(), 4u);
+  EXPECT_THROW(Scheduler(*model, pool, SchedulerOptions{0, 0, true}), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Goldens, SchedulerConcurrency,
+                         ::testing::Values("e4b-like-q4g64-mlx", "moe-q4g64-mlx", "kveq-densehead-random"),
+                         [](const auto& info) { return spec_test::param_name(info.param); });
+
+}  // namespace
+}  // namespace specula
