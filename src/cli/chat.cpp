@@ -11,6 +11,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -153,7 +155,18 @@ const char* kHelp =
     "  /reset  start a new conversation\n"
     "  /help   this text\n"
     "  /exit   leave (also Ctrl-D, or Ctrl-C at the prompt)\n"
+    "Start a message with // to send it with one leading /.\n"
     "Ctrl-C while the model answers stops the answer and keeps the conversation.\n";
+
+// The command a line names: its first word when that is '/' and letters only ("/foo", "/foo bar"),
+// else empty. A path such as "/usr/bin ..." stays a message.
+std::string command_word(const std::string& line) {
+  if (line.size() < 2 || line[0] != '/') return "";
+  const size_t end = std::min(line.find_first_of(" \t"), line.size());
+  for (size_t i = 1; i < end; ++i)
+    if (!std::isalpha(static_cast<unsigned char>(line[i]))) return "";
+  return end > 1 ? line.substr(0, end) : "";
+}
 
 int run_chat(const ChatArgs& a) {
   EngineOptions eo;
@@ -205,16 +218,24 @@ int run_chat(const ChatArgs& a) {
       return 0;  // Ctrl-D / end of input, or Ctrl-C at the prompt
     }
     if (line.empty()) continue;
-    if (line == "/exit" || line == "/quit") return 0;
-    if (line == "/help") {
+    const std::string command = command_word(line);
+    if (command == "/exit" || command == "/quit") return 0;
+    if (command == "/help") {
       write_out(kHelp);
       continue;
     }
-    if (line == "/reset") {
+    if (command == "/reset") {
       messages = fresh_conversation();
       write_err("(new conversation)\n");
       continue;
     }
+    // A mistyped command must not reach the model as a message.
+    if (!command.empty()) {
+      write_err(fmt::format("error: unknown command {}; commands: /reset, /help, /exit (// starts a message with /)\n",
+                            command));
+      continue;
+    }
+    if (line.rfind("//", 0) == 0) line.erase(0, 1);
 
     messages.push_back({{"role", "user"}, {"content", line}});
     GenerationRequest req;

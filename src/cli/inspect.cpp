@@ -1,6 +1,7 @@
 // `specula inspect`: loads (and thereby validates) a checkpoint, optionally with a drafter, and
 // prints its summary as text or JSON. With --check it also reads every float tensor's values and
-// fails (exit 1) naming the tensors that hold NaN or infinity (io/tensor_check.h).
+// fails (exit 1) naming the tensors that hold NaN or infinity (io/tensor_check.h). A drafter that
+// does not fit the target also fails (exit 1), after the report that lists why.
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -77,6 +78,10 @@ void run_inspect(const InspectArgs& a) {
   for (const ValueCheck& v : checks) bad += v.result.non_finite.size();
   if (bad > 0)
     fail("{} tensor(s) hold NaN or infinite values (listed above): the checkpoint's data is corrupt", bad);
+  // Scripts check compatibility by the exit status; the report above already lists the reasons.
+  if (s.drafter && !s.drafter->compat_problems.empty())
+    fail("drafter {} is not compatible with target {} ({} problem(s) listed above)", a.draft_dir, a.dir,
+         s.drafter->compat_problems.size());
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // `specula logits --model DIR --tokens 2,105,... [--json]`: one prefill of the given ids and the
-// softcapped logits of every position (DESIGN.md §5). JSON: {"logits": [[...], ...]}, one row per
-// input position. Text: one line per position with the input id and the argmax.
+// softcapped logits of every position (an interface tools rely on). JSON: {"logits": [[...], ...]},
+// one row per input position. Text: one line per position with the input id and the argmax.
 #include <cstdio>
 #include <memory>
 #include <string>

@@ -109,12 +109,15 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--chat-template", args->engine.chat_template_file, "chat template file (overrides the checkpoint's)");
   cmd->add_option("--threads", args->engine.threads, "compute threads (0 = all cores)")->capture_default_str();
   cmd->add_option("--ctx", args->engine.max_context, "context size in tokens (0 = the model's maximum)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
   cmd->add_option("--prefill-chunk", args->engine.prefill_chunk, "prefill chunk size")->capture_default_str();
   cmd->add_option("--precision", args->precision, "exact | fast | int8")->capture_default_str();
   cmd->add_flag("!--no-prompt-cache", args->engine.prompt_cache, "prefill every request from scratch");
   cmd->add_option("--host", args->server.host, "address to listen on")->capture_default_str();
-  cmd->add_option("--port", args->server.port, "port (0 = any free port, printed at startup)")->capture_default_str();
+  cmd->add_option("--port", args->server.port, "port (0 = any free port, printed at startup)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
   cmd->add_option("--api-key", args->server.api_key, "require 'Authorization: Bearer KEY' (except GET /health)");
   cmd->add_option("--parallel", args->server.parallel,
                   "generations decoding at once, batched into every forward (each with its own KV cache)")
@@ -125,6 +128,11 @@ void add_serve_command(CLI::App& app) {
                   "(0 = --prefill-chunk)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-budget-mb", args->engine.kv_budget_mb,
+                  "KV-cache memory of all slots together: a request waits until what its cache can grow to "
+                  "(prompt + max_tokens) fits, idle prompt caches are dropped to make room (0 = no limit)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->add_option("--max-queue", args->server.max_queue,
                   "requests allowed to wait while --parallel are running (429 beyond)")
       ->capture_default_str();

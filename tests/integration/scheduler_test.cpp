@@ -3,6 +3,7 @@
 // sampling, some joining while others are mid-stream, one cancelled — each give exactly the
 // tokens they give alone. Prefill chunks share steps with decode rows (a small row budget), and
 // the slots' prompt caches are reused across generations.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -204,6 +205,55 @@ TEST(SchedulerErrors, ABadGenerationFailsAloneAndTheOthersFinish) {
   ok.options.gamma.fixed = 0;
   EXPECT_EQ(scheduler.run(ok).tokens.size(), 4u);
   EXPECT_THROW(Scheduler(*model, pool, SchedulerOptions{0, 0, true}), Error);
+}
+
+TEST(SchedulerKvBudget, AGenerationWaitsForMemoryAndOneThatCanNeverFitFails) {
+  const auto dir = golden_root() / "e4b-like-q4g64-mlx";
+  auto model = TargetModel::load((dir / "model").string());
+  TargetCache probe = model->new_cache();
+  ScheduledGeneration g;
+  g.prompt = {2, 5, 7, 9};
+  g.options.max_tokens = 300;
+  g.options.ignore_eos = true;
+  g.options.method = DraftMethod::Lookup;
+  g.options.gamma.fixed = 0;
+  const uint64_t one = probe.bytes_at(static_cast<int64_t>(g.prompt.size()) + 300 + 16 + 1);
+  ThreadPool pool(1);
+  SchedulerOptions so;
+  so.slots = 2;
+  so.kv_budget_bytes = one + one / 2;  // room for one such generation, not two
+  Scheduler scheduler(*model, pool, so);
+  std::vector<int32_t> want;
+  {
+    TargetCache c = model->new_cache();
+    want = generate_speculative(*model, c, nullptr, g.prompt, g.options, pool).tokens;
+  }
+  std::atomic<int64_t> most{0};
+  auto run_one = [&] {
+    ScheduledGeneration mine = g;
+    mine.options.on_step = [&] {  // on the scheduler's thread, between steps
+      most = std::max(most.load(), scheduler.running());
+      return true;
+    };
+    return scheduler.run(std::move(mine)).tokens;
+  };
+  std::vector<int32_t> a, b;
+  std::thread ta([&] { a = run_one(); });
+  std::thread tb([&] { b = run_one(); });
+  ta.join();
+  tb.join();
+  EXPECT_EQ(a, want);
+  EXPECT_EQ(b, want);
+  EXPECT_EQ(most.load(), 1) << "the second generation waited for the first one's memory";
+
+  ScheduledGeneration huge = g;
+  huge.options.max_tokens = 100000;
+  try {
+    scheduler.run(huge);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than the KV budget"), std::string::npos) << e.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, SchedulerConcurrency,

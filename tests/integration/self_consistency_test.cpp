@@ -1,7 +1,7 @@
-// Bitwise self-consistency of the target forward pass (SPEC Part I #2, #4) on every tiny synth
-// preset, dense and 4-bit, with prompts 3x longer than the sliding window: one-shot prefill vs
-// chunked prefill vs prefill + token-by-token decode, 1 vs 2 threads, rollback + re-feed (also
-// across the ring's wrap point) — all compared with memcmp, never a tolerance.
+// Bitwise self-consistency of the target forward pass (docs/architecture.md §3, docs/gemma4.md §6)
+// on every tiny synth preset, dense and 4-bit, with prompts 3x longer than the sliding window:
+// one-shot prefill vs chunked prefill vs prefill + token-by-token decode, 1 vs 2 threads, rollback
+// + re-feed (also across the ring's wrap point) — all compared with memcmp, never a tolerance.
 #include <unistd.h>
 
 #include <cstring>

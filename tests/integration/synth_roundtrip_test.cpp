@@ -126,8 +126,8 @@ SynthOptions options_for(const std::string& preset, const Variant& v, uint64_t s
   return o;
 }
 
-// Logical parameter count of a target, from the preset geometry alone (SPEC §3.3), written
-// independently of the synth inventory builder and of the summary code.
+// Logical parameter count of a target, from the preset geometry alone (docs/gemma4.md §3.2),
+// written independently of the synth inventory builder and of the summary code.
 uint64_t expected_target_params(const TextConfig& t, Naming naming) {
   const uint64_t H = t.hidden_size, V = t.vocab_size, nH = t.num_attention_heads;
   const int NL = t.num_hidden_layers;
@@ -372,7 +372,7 @@ TEST(SynthRoundtrip, ConfigsCarryEveryKeyOfTheGoldenConfigs) {
       for (const auto& k : dtext) EXPECT_TRUE(keys_of(dc.at("text_config")).count(k)) << p << " drafter text lacks " << k;
     }
   }
-  // The MoE router override is written into both quantization blocks (SPEC §2.5).
+  // The MoE router override is written into both quantization blocks (docs/gemma4.md §4).
   const json c = synth::plan_target(options_for("tiny-moe", variants()[3])).config;
   EXPECT_EQ(c["quantization"]["language_model.model.layers.3.router.proj"], json({{"bits", 8}, {"group_size", 64}}));
   EXPECT_EQ(c["quantization"], c["quantization_config"]);
@@ -707,7 +707,7 @@ TEST(SynthFullSize, KvSharingMapsMatchTheSpec) {
   EXPECT_EQ(e4b.config.last_full_donor, 23);
   EXPECT_EQ(moe.config.last_sliding_donor, 28);
   EXPECT_EQ(moe.config.last_full_donor, 29);
-  // 4-bit g64 packed widths of SPEC §3.3.
+  // E4B's 4-bit g64 packed widths: in·4/32 words and in/64 scales per row (docs/gemma4.md §4).
   EXPECT_EQ(e4b.embed_tokens.weight->shape, (std::vector<int64_t>{262144, 320}));
   EXPECT_EQ(e4b.embed_tokens_per_layer->weight->shape, (std::vector<int64_t>{262144, 1344}));
   EXPECT_EQ(e4b.embed_tokens_per_layer->scales->shape, (std::vector<int64_t>{262144, 168}));

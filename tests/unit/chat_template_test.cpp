@@ -121,7 +121,7 @@ TEST(ChatTemplateLoading, ReadsTheGemma4TokenizerConfig) {
   const ChatTemplate chat = ChatTemplate::from_model_dir(dir.path());
   EXPECT_EQ(chat.source(), read_file(kGemmaTokenizer / "chat_template.jinja"));
   EXPECT_NE(chat.origin().find("tokenizer_config.json"), std::string::npos);
-  // SPEC §9.4: BOS from the config, the user turn, and the empty thought channel of this revision.
+  // BOS from the config, the user turn, and the empty thought channel of this revision.
   EXPECT_EQ(chat.render(user_message("What is 2+2?")),
             "<bos><|turn>user\nWhat is 2+2?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>");
   EXPECT_EQ(chat.render(user_message("Hi"), nullptr, false), "<bos><|turn>user\nHi<turn|>\n");

@@ -1,4 +1,4 @@
-// Checkpoint loading (SPEC §3, §7.3, §7.8): every golden target and drafter loads with the right
+// Checkpoint loading (docs/gemma4.md §3, §7): every golden target and drafter loads with the right
 // resolved facts, golden pairs are compatible, and broken copies of the goldens (edited configs,
 // rewritten safetensors) fail with messages naming the tensor, the key and both values.
 #include "specula/io/checkpoint.h"

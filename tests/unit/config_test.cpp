@@ -1,6 +1,6 @@
-// Config parsing (SPEC §2, §7.2): nested and flat target configs, quantization blocks with
-// overrides, derived geometry for the real Gemma 4 family shapes (SPEC §1), drafter and generation
-// configs, and the error messages for missing, mistyped and inconsistent keys.
+// Config parsing (docs/gemma4.md §2, §7): nested and flat target configs, quantization blocks with
+// overrides, derived geometry for the real Gemma 4 family shapes (docs/gemma4.md §1), drafter and
+// generation configs, and the error messages for missing, mistyped and inconsistent keys.
 #include "specula/io/config.h"
 
 #include <gtest/gtest.h>
@@ -50,7 +50,7 @@ struct Family {
   bool moe;
 };
 
-// A text_config with every key the real checkpoints set (SPEC §1, §2.2).
+// A text_config with every key the real checkpoints set (docs/gemma4.md §1, §2.2).
 json text_config(const Family& f) {
   json t = {{"model_type", "gemma4_text"},
             {"hidden_size", f.hidden},
@@ -304,7 +304,7 @@ TEST(ConfigTarget, ActivationSoftcapAndModelType) {
 TEST(ConfigTarget, RopeParameters) {
   json raw = wrap(text_config(k12B));
   raw["text_config"].erase("rope_parameters");
-  TargetConfig c = parse_target_config(raw, "c.json");  // SPEC §2.3 defaults
+  TargetConfig c = parse_target_config(raw, "c.json");  // docs/gemma4.md §2.3 defaults
   EXPECT_EQ(c.text.rope_sliding.type, "default");
   EXPECT_DOUBLE_EQ(c.text.rope_sliding.theta, 10000.0);
   EXPECT_EQ(c.text.rope_full.type, "proportional");
@@ -443,7 +443,7 @@ TEST(ConfigDrafter, ParsesE4BAssistant) {
 
 TEST(ConfigDrafter, Errors) {
   json raw = drafter_json();
-  raw["model_type"] = "gemma4_unified_assistant";  // both spellings accepted (SPEC §10 #23)
+  raw["model_type"] = "gemma4_unified_assistant";  // both spellings accepted
   EXPECT_NO_THROW(parse_drafter_config(raw, "d.json"));
   raw["model_type"] = "gemma4";
   expect_error([&] { parse_drafter_config(raw, "d.json"); }, {"d.json", "gemma4", "assistant"});

@@ -1,5 +1,6 @@
 // matmul: every kernel set this CPU has vs the scalar reference, the bitwise batch-invariance
-// contract (DESIGN.md §3), argument checks, and the WeightMatrix views the kernels consume.
+// contract (docs/architecture.md §3), argument checks, and the WeightMatrix views the kernels
+// consume.
 #include <gtest/gtest.h>
 
 #include <algorithm>

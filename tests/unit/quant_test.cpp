@@ -1,5 +1,5 @@
-// MLX affine quantization (SPEC §4): packing, the runtime quantizer, dequantization and gathers,
-// checked against independent bit-level decoders written here.
+// MLX affine quantization (docs/gemma4.md §4): packing, the runtime quantizer, dequantization and
+// gathers, checked against independent bit-level decoders written here.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,7 +36,7 @@ std::vector<uint32_t> encode_bit_by_bit(const std::vector<uint8_t>& codes, int b
   return words;
 }
 
-// Independent decoder of code j from a little-endian byte stream (SPEC §4.1).
+// Independent decoder of code j from a little-endian byte stream (docs/gemma4.md §4).
 uint32_t decode_bit_by_bit(const uint8_t* bytes, int bits, int64_t j) {
   uint32_t q = 0;
   for (int t = 0; t < bits; ++t) {
@@ -92,7 +92,7 @@ TEST(QuantPack, StreamsMatchBitByBitEncoderForEveryWidth) {
 }
 
 TEST(QuantPack, ThreeBitLayoutIsEightValuesInThreeBytes) {
-  // SPEC §4.1: the Metal kernels write 3 bytes per 8 values; same stream read as LE words.
+  // MLX's Metal kernels write 3 bytes per 8 values; same stream read as LE words.
   std::vector<uint8_t> codes = {1, 2, 3, 4, 5, 6, 7, 0, 7, 6, 5, 4, 3, 2, 1, 0,
                                 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7};
   std::vector<uint32_t> words(3);
@@ -136,7 +136,7 @@ WeightMatrix f32_affine_view(const std::vector<uint32_t>& words, const std::vect
 
 TEST(QuantRuntime, SymmetricRangeUsesNegativeScaleAndClampsTheFarEnd) {
   // [-0.96, 1] at 4 bits: |max| >= |min| -> edge = max, scale = -1.96/15, q0 = round(-7.65) = -8,
-  // scale = 1/-8, bias = 1; -0.96 maps to code 15.68 -> 16, clamped to 15 (SPEC §4.6 fallback op).
+  // scale = 1/-8, bias = 1; -0.96 maps to code 15.68 -> 16, clamped to 15 (MLX's fallback op).
   std::vector<float> row(32, 0.0f);
   row[0] = -0.96f;
   row[1] = 1.0f;
@@ -200,7 +200,7 @@ TEST(QuantRuntime, RoundTripErrorIsBoundedPerGroup) {
           if (q > 0 && q < top) {
             ASSERT_LE(err, step / 2 + slack) << "group " << g << " element " << j;
           } else {
-            // A clamped far extreme can be off by one whole step (q0 rounding, SPEC §4.6).
+            // A clamped far extreme can be off by one whole step (q0 rounding).
             ASSERT_LE(err, step + slack) << "group " << g << " element " << j;
           }
         }

@@ -128,6 +128,30 @@ TEST(ServerQueue, ZeroWaitingAcceptsOnlyWhenIdle) {
   EXPECT_TRUE(next->wait());
 }
 
+TEST(ServerQueue, SeveralWorkersRunJobsAtOnceAndTheQueueCountsBeyondThem) {
+  GenerationQueue q(1, 3);
+  std::atomic<bool> release{false};
+  std::atomic<int> running_now{0};
+  std::vector<std::shared_ptr<GenerationQueue::Job>> jobs;
+  for (int i = 0; i < 3; ++i) {
+    jobs.push_back(q.submit([&](const std::atomic<bool>&) {
+      ++running_now;
+      while (!release) std::this_thread::sleep_for(1ms);
+    }));
+    ASSERT_NE(jobs.back(), nullptr) << "job " << i;
+  }
+  while (running_now < 3) std::this_thread::sleep_for(1ms);  // all three at once
+  EXPECT_EQ(q.running(), 3u);
+  auto waiting = q.submit([](const std::atomic<bool>&) {});
+  ASSERT_NE(waiting, nullptr);
+  EXPECT_EQ(q.waiting(), 1u);
+  EXPECT_EQ(q.submit([](const std::atomic<bool>&) {}), nullptr) << "3 running + 1 waiting: full";
+  release = true;
+  for (auto& j : jobs) EXPECT_TRUE(j->wait());
+  EXPECT_TRUE(waiting->wait());
+  EXPECT_EQ(q.running(), 0u);
+}
+
 TEST(ServerQueue, CancelDropsWaitingAndSignalsRunning) {
   GenerationQueue q(4);
   std::atomic<bool> saw_cancel{false};

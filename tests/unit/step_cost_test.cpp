@@ -7,11 +7,11 @@
 namespace specula {
 namespace {
 
-TEST(StepCost, NoSlopeUntilStepsDifferInSize) {
+TEST(StepCost, EveryRowCostsItsShareUntilStepsDifferInSize) {
   StepCostModel m;
   EXPECT_EQ(m.marginal_row_ms(), 0.0);
   for (int i = 0; i < 20; ++i) m.record(4, 80.0);
-  EXPECT_EQ(m.marginal_row_ms(), 0.0);
+  EXPECT_NEAR(m.marginal_row_ms(), 20.0, 1e-9);
 }
 
 TEST(StepCost, LearnsTheSlopeOfALine) {
@@ -23,11 +23,21 @@ TEST(StepCost, LearnsTheSlopeOfALine) {
   EXPECT_NEAR(m.marginal_row_ms(), 5.0, 1e-6);
 }
 
+TEST(StepCost, TheLastSlopeReadIsKeptWhileStepsAreOneSize) {
+  StepCostModel m;
+  for (int i = 0; i < 40; ++i) m.record(1 + i % 8, 60.0 + 2.0 * (1 + i % 8));
+  EXPECT_NEAR(m.marginal_row_ms(), 2.0, 1e-6);
+  for (int i = 0; i < 200; ++i) m.record(2, 64.0);  // then only 2-row steps: no new slope to read
+  EXPECT_NEAR(m.marginal_row_ms(), 2.0, 0.5);
+  EXPECT_FALSE(m.compute_bound());
+}
+
 TEST(StepCost, SlopeIsClippedToTheMeanCostPerRow) {
   StepCostModel m;
   m.record(1, 1.0);
-  m.record(10, 100.0);  // slope 11 > mean per row (101 / 11)
-  EXPECT_LE(m.marginal_row_ms(), 101.0 / 11.0 + 1e-9);
+  m.record(10, 100.0);  // slope 11, above the ~9.2 ms a row costs on average
+  EXPECT_GT(m.marginal_row_ms(), 9.0);
+  EXPECT_LT(m.marginal_row_ms(), 9.5);
   StepCostModel falling;
   falling.record(1, 100.0);
   falling.record(10, 10.0);
@@ -47,6 +57,20 @@ TEST(StepCost, AloneTheShareIsTheStepUnderLoadTheFixedPartIsSplit) {
   const double five = steep.share(200.0, 20, 8, 5);
   EXPECT_NEAR(five - one, 40.0, 1e-6);  // every extra row costs its multiply
   EXPECT_NEAR(steep.share(200.0, 20, 4, 5) * 4, 200.0, 1e-6) << "four sequences of 5 rows: the shares add up";
+}
+
+TEST(StepCost, ComputeBoundWhenAnExtraRowCostsHalfTheMeanOrMore) {
+  StepCostModel none;
+  EXPECT_FALSE(none.compute_bound());
+  StepCostModel flat;
+  for (int i = 0; i < 30; ++i) flat.record(1 + i % 8, 70.0 + 1.0 * (1 + i % 8));
+  EXPECT_FALSE(flat.compute_bound()) << "1 ms per row on a 70 ms step: memory-bound";
+  StepCostModel steep;
+  for (int i = 0; i < 30; ++i) steep.record(4 + i % 8, 20.0 + 20.0 * (4 + i % 8));
+  EXPECT_TRUE(steep.compute_bound());
+  StepCostModel one_size;
+  for (int i = 0; i < 30; ++i) one_size.record(8, 200.0);
+  EXPECT_TRUE(one_size.compute_bound()) << "no slope to read: every row is assumed to cost its share";
 }
 
 }  // namespace

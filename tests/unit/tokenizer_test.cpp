@@ -1,5 +1,6 @@
-// Tokenizer: the Gemma 4 goldens (encode-goldens.jsonl and SPEC §9.3-9.4), add_special_tokens,
-// the generic components on tiny hand-written tokenizer.json files, and load-time errors.
+// Tokenizer: the Gemma 4 goldens (encode-goldens.jsonl, plus known encodings and chat-prompt ids),
+// add_special_tokens, the generic components on tiny hand-written tokenizer.json files, and
+// load-time errors.
 #include <fstream>
 #include <string>
 #include <vector>

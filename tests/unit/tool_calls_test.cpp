@@ -1,4 +1,4 @@
-// Gemma 4 tool-call extraction (SPEC §9.5): names, <|"|> strings, nested objects and arrays,
+// Gemma 4 tool-call extraction: names, <|"|> strings, nested objects and arrays,
 // literals, several calls, and malformed blocks kept as text.
 #include <string>
 
@@ -72,7 +72,8 @@ TEST(ToolCalls, MalformedBlocksStayInContent) {
 }
 
 TEST(ToolCalls, FromGemmaTokenIds) {
-  // The ids of SPEC §9.3, decoded with special tokens kept, as a generation loop would.
+  // The tokenizer golden of a bash tool call (tokenizer_test.cpp), decoded with special tokens
+  // kept, as a generation loop would.
   const auto& tok = specula::test::gemma_tokenizer();
   const std::vector<int32_t> ids = {48, 6639, 236787, 42422, 236782, 7674, 236787, 52, 5629, 753, 2149, 52, 236783, 49};
   const auto r = extract_tool_calls(tok.decode(ids, false));

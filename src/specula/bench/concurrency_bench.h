@@ -3,7 +3,8 @@
 // continuous-batching scheduler (engine/scheduler.h, C slots), plain and speculative at a
 // controlled acceptance (speculative/controlled_acceptance.h: the real drafter runs, its drafts are
 // forced right with probability p). Per concurrency and mode: aggregate tok/s (every stream's
-// tokens over the wall time from the common start to the last finish), per-stream decode tok/s,
+// tokens over the wall time from the common start to the last finish), decode aggregate tok/s
+// (while every stream decodes), per-stream decode tok/s,
 // time to first token p50 / p99 (from the common start), and the speculative runs' mean gamma and
 // acceptance; ratios against one stream and against plain at the same concurrency, in one run.
 #include <cstdint>
@@ -46,6 +47,11 @@ struct ConcurrencyFigure {
   double acceptance_rate = 0.0;
   double vs_one_stream = 0.0;         // aggregate / this mode's aggregate at concurrency 1 (if measured)
   double vs_plain = 0.0;              // speculative: aggregate / plain's at the same concurrency
+  // Tokens per second while every stream decodes (from the last first token to the first last
+  // token): the batching figure, without the prefills.
+  double decode_aggregate_tok_per_s = 0.0;
+  double decode_vs_one_stream = 0.0;
+  double decode_vs_plain = 0.0;
 };
 
 struct ConcurrencyReport {

@@ -70,6 +70,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
   if (options.parallel < 1 || options.parallel > kMaxParallel)
     fail("engine: parallel {} must be in [1, {}]", options.parallel, kMaxParallel);
   if (options.step_rows < 0) fail("engine: step rows {} must be >= 0 (0 = the prefill chunk)", options.step_rows);
+  if (options.kv_budget_mb < 0 || options.kv_budget_mb > (int64_t{1} << 30))
+    fail("engine: KV budget {} MiB must be in [0, 2^30] (0 = no limit)", options.kv_budget_mb);
 
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;
@@ -135,6 +137,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
   so.slots = options.parallel;
   so.step_rows = options.step_rows;
   so.prompt_cache = options.prompt_cache;
+  so.kv_budget_bytes = static_cast<uint64_t>(options.kv_budget_mb) << 20;
   e->scheduler_ = std::make_unique<Scheduler>(*e->model_, *e->pool_, so);
   return e;
 }

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
+
+#include <fmt/format.h>
 
 #include "specula/speculative/speculative_session.h"
 #include "specula/util/error.h"
@@ -16,6 +19,9 @@ using Clock = std::chrono::steady_clock;
 // Prompt rows one step gives to prefills even when the decoding sequences' rows fill its budget,
 // so that an admitted generation always makes progress.
 constexpr int64_t kMinPrefillRows = 16;
+
+// Under the load cap, every this many steps one greedy `auto` sequence may draft again.
+constexpr int64_t kProbeEvery = 16;
 
 // Prompt tokens a cache holding `held` (its first `offset` tokens) can keep for `prompt`: the
 // common prefix, at most all but the last prompt token, and only if the rest can roll back.
@@ -47,6 +53,7 @@ struct Scheduler::Job {
   int64_t keep = 0;
   std::exception_ptr error;
   ScheduledOutcome outcome;
+  uint64_t kv_reserved = 0;          // bytes counted against the KV budget while it runs
   bool done = false;
 };
 
@@ -149,6 +156,37 @@ void Scheduler::loop() {
   }
 }
 
+// The most KV bytes the generation's cache can hold: every prompt and generated position plus the
+// drafts of a last round, within the context.
+uint64_t Scheduler::kv_need(const Job& job, const Slot& slot) const {
+  const int64_t positions = static_cast<int64_t>(job.generation.prompt.size()) + job.generation.options.max_tokens +
+                            slot.cache.options().rollback_reserve + 1;
+  return slot.cache.bytes_at(std::min(positions, model_.max_context()));
+}
+
+bool Scheduler::make_room(uint64_t need, const Slot& slot) {
+  auto used = [&] {
+    uint64_t b = 0;
+    for (const Job* j : active_) b += j->kv_reserved;
+    for (const auto& s : slots_)
+      if (s->job == nullptr && s.get() != &slot) b += s->cache.allocated_bytes();
+    return b;
+  };
+  while (used() + need > options_.kv_budget_bytes) {
+    Slot* victim = nullptr;
+    for (auto& s : slots_)
+      if (s->job == nullptr && s.get() != &slot && s->cache.allocated_bytes() > 0 &&
+          (victim == nullptr || s->last_used < victim->last_used))
+        victim = s.get();
+    if (victim == nullptr) return false;
+    victim->tokens.clear();
+    victim->cached = 0;
+    victim->cache.reset();
+    victim->cache.release_unused();
+  }
+  return true;
+}
+
 // Moves waiting generations into free slots, oldest first (under the lock).
 void Scheduler::admit(std::unique_lock<std::mutex>&) {
   bool admitted = false;
@@ -156,6 +194,21 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
     Slot* slot = pick_slot(waiting_.front()->generation.prompt);
     if (slot == nullptr) break;
     Job* job = waiting_.front();
+    if (options_.kv_budget_bytes > 0) {
+      const uint64_t need = kv_need(*job, *slot);
+      if (need > options_.kv_budget_bytes) {
+        waiting_.pop_front();
+        fail(*job, std::make_exception_ptr(Error(fmt::format(
+                       "scheduler: the generation's KV cache can grow to {:.1f} MiB ({} prompt + {} max tokens), "
+                       "more than the KV budget of {:.1f} MiB",
+                       static_cast<double>(need) / (1 << 20), job->generation.prompt.size(),
+                       job->generation.options.max_tokens, static_cast<double>(options_.kv_budget_bytes) / (1 << 20)))));
+        admitted = true;
+        continue;
+      }
+      if (!make_room(need, *slot)) break;  // waits for a running generation to end
+      job->kv_reserved = need;
+    }
     waiting_.pop_front();
     start(*job, *slot);
     if (job->error) {
@@ -207,19 +260,59 @@ void Scheduler::start(Job& job, Slot& slot) {
 // prefilling ones under the row budget. A sequence whose own work throws ends alone; a forward
 // that throws ends every sequence in it.
 void Scheduler::step(std::vector<Job*>& active) {
-  std::vector<SequenceRows> batch;
-  std::vector<Job*> in_step;
-  int64_t decode_rows = 0;
-  auto add = [&](Job* j, int64_t prefill_rows) {
+  StepPlan plan = plan_step(active);
+  if (plan.batch.empty()) return;
+  const auto t0 = Clock::now();
+  std::vector<ForwardOutput> outs;
+  try {
+    outs = model_.forward_batch(plan.batch, pool_, &scratch_);
+  } catch (...) {
+    for (Job* j : plan.jobs) j->error = std::current_exception();
+    return;
+  }
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  step_cost_.record(plan.rows(), ms);
+  set_load_caps(plan);
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    Job* j = plan.jobs[i];
+    // A decoding sequence's share of the step is what `--gamma auto` weighs its widths by.
+    const auto own_rows = static_cast<int64_t>(plan.batch[i].tokens.size());
+    const double cost =
+        j->session->prefilling() ? ms : step_cost_.share(ms, plan.rows(), plan.decoding(), own_rows);
     try {
-      batch.push_back(j->session->next_step(prefill_rows, pool_));
-      in_step.push_back(j);
-      return static_cast<int64_t>(batch.back().tokens.size());
+      j->session->complete_step(outs[i], cost);
+    } catch (...) {
+      j->error = std::current_exception();
+    }
+    j->slot->held = j->slot->cache.offset();
+  }
+}
+
+int64_t Scheduler::StepPlan::rows() const {
+  int64_t n = 0;
+  for (const SequenceRows& r : batch) n += static_cast<int64_t>(r.tokens.size());
+  return n;
+}
+
+int64_t Scheduler::StepPlan::decoding() const {
+  return static_cast<int64_t>(std::count(prefill.begin(), prefill.end(), false));
+}
+
+Scheduler::StepPlan Scheduler::plan_step(std::vector<Job*>& active) {
+  StepPlan plan;
+  auto add = [&](Job* j, int64_t prefill_rows) {
+    const bool prefilling = j->session->prefilling();
+    try {
+      plan.batch.push_back(j->session->next_step(prefill_rows, pool_));
+      plan.jobs.push_back(j);
+      plan.prefill.push_back(prefilling);
+      return static_cast<int64_t>(plan.batch.back().tokens.size());
     } catch (...) {
       j->error = std::current_exception();
       return int64_t{0};
     }
   };
+  int64_t decode_rows = 0;
   for (Job* j : active)
     if (!j->session->finished() && !j->session->prefilling()) decode_rows += add(j, 1);
   int64_t budget = std::max(step_rows_ - decode_rows, kMinPrefillRows);
@@ -227,35 +320,22 @@ void Scheduler::step(std::vector<Job*>& active) {
     if (budget <= 0) break;
     if (!j->session->finished() && j->session->prefilling()) budget -= add(j, budget);
   }
-  if (batch.empty()) return;
+  return plan;
+}
 
-  const auto t0 = Clock::now();
-  std::vector<ForwardOutput> outs;
-  try {
-    outs = model_.forward_batch(batch, pool_, &scratch_);
-  } catch (...) {
-    for (Job* j : in_step) j->error = std::current_exception();
-    return;
-  }
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  int64_t rows = 0, decoding = 0;
-  for (size_t i = 0; i < in_step.size(); ++i) {
-    rows += static_cast<int64_t>(batch[i].tokens.size());
-    if (!in_step[i]->session->prefilling()) ++decoding;
-  }
-  step_cost_.record(rows, ms);
-  for (size_t i = 0; i < in_step.size(); ++i) {
-    Job* j = in_step[i];
-    // A decoding sequence's share of the step is what `--gamma auto` weighs its widths by.
-    const double cost = j->session->prefilling()
-                            ? ms
-                            : step_cost_.share(ms, rows, decoding, static_cast<int64_t>(batch[i].tokens.size()));
-    try {
-      j->session->complete_step(outs[i], cost);
-    } catch (...) {
-      j->error = std::current_exception();
-    }
-    j->slot->held = j->slot->cache.offset();
+// Several sequences in compute-bound steps: a draft row costs what a decoded row costs, so greedy
+// `auto` sequences stop drafting — all but one, in turn, every kProbeEvery steps, whose extra rows
+// show the cost model whether rows have become cheap again (steps of one size show no slope).
+void Scheduler::set_load_caps(const StepPlan& plan) {
+  const int64_t decoding = plan.decoding();
+  const bool capped = decoding > 1 && step_cost_.compute_bound();
+  int64_t prober = -1;  // the decoding sequence (in step order) that may draft next round
+  if (capped && ++capped_steps_ % kProbeEvery == 0) prober = (capped_steps_ / kProbeEvery) % decoding;
+  int64_t index = 0;
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    if (plan.prefill[i]) continue;
+    plan.jobs[i]->session->set_load_cap(capped && index != prober ? 0 : INT64_MAX);
+    ++index;
   }
 }
 

@@ -15,9 +15,13 @@
 // cannot go back that far) and prefills only the remainder; at least the last prompt token is
 // always fed.
 //
+// KV memory: with a budget (SchedulerOptions::kv_budget_bytes) a generation is admitted only when
+// its cache's largest size fits beside the others'; one that could never fit fails at once.
+//
 // `--gamma auto` under load: each decoding sequence's rounds are priced at its share of the step
-// (engine/step_cost.h), so speculation stays while extra rows are nearly free and shrinks once the
-// steps are compute-bound; sampled generations choose gamma from acceptance alone, as always.
+// (engine/step_cost.h), and while several sequences share compute-bound steps greedy `auto`
+// sequences do not draft at all; a lone stream behaves as without batching. Sampled generations
+// choose gamma from acceptance alone, as always (their text must not depend on timings).
 //
 // Callbacks of a generation (SpeculativeOptions on_emit / on_step, on_token) run on the
 // scheduler's thread, between steps.
@@ -42,6 +46,11 @@ struct SchedulerOptions {
   int slots = 1;               // sequences decoding at once (--parallel)
   int64_t step_rows = 0;       // row budget of one step; 0 = the model's prefill chunk
   bool prompt_cache = true;
+  // KV memory the slots may hold (0 = no limit): a running generation counts what its cache can
+  // grow to (prompt + max_tokens + the rollback reserve, within the context), an idle slot what it
+  // holds for the prompt cache. A generation waits while it does not fit, after the idle slots'
+  // prompt caches have been dropped (least recently used first).
+  uint64_t kv_budget_bytes = 0;
 };
 
 struct ScheduledGeneration {
@@ -83,8 +92,21 @@ class Scheduler {
   void loop();
   void admit(std::unique_lock<std::mutex>& lock);
   Slot* pick_slot(const std::vector<int32_t>& prompt);
+  uint64_t kv_need(const Job& job, const Slot& slot) const;
+  // Whether `need` more bytes fit the budget beside `slot`, dropping idle prompt caches to make room.
+  bool make_room(uint64_t need, const Slot& slot);
   void start(Job& job, Slot& slot);
+  // One step's rows: batch[i] belongs to jobs[i], prefill[i] = it was prefilling when planned.
+  struct StepPlan {
+    std::vector<SequenceRows> batch;
+    std::vector<Job*> jobs;
+    std::vector<bool> prefill;
+    int64_t rows() const;
+    int64_t decoding() const;
+  };
   void step(std::vector<Job*>& active);
+  StepPlan plan_step(std::vector<Job*>& active);
+  void set_load_caps(const StepPlan& plan);
   void finish(Job& job);
   void fail(Job& job, std::exception_ptr error);
 
@@ -94,7 +116,8 @@ class Scheduler {
   int64_t step_rows_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
   ForwardScratch scratch_;
-  StepCostModel step_cost_;        // the loop's only
+  StepCostModel step_cost_;        // the loop's only, as is the count below
+  int64_t capped_steps_ = 0;       // steps under the load cap so far
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;   // the loop: new work or stopping

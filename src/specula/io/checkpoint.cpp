@@ -1,4 +1,4 @@
-// Checkpoint directory -> validated modules (SPEC.md §3, §7.3, §7.8). Every tensor the config
+// Checkpoint directory -> validated modules (docs/gemma4.md §3, §7). Every tensor the config
 // implies is looked up and shape-checked here, so a bad checkpoint fails at load with a message
 // naming the tensor, the config key and both values, never in the middle of a generation.
 #include "specula/io/checkpoint.h"
@@ -100,7 +100,7 @@ ModuleRef resolve(const TensorStore& store, const QuantizationConfig& quant, con
     return m;
   }
 
-  // Affine-quantized (SPEC §2.5, §4.1): quantized iff `.scales` exists; bits/group from config.
+  // Affine-quantized (docs/gemma4.md §4): quantized iff `.scales` exists; bits/group from config.
   const std::string block = quant.block_key.empty() ? "quantization" : quant.block_key;
   if (!quant.present)
     fail("tensor {} exists but {} has no 'quantization' block, so its bits and group size are unknown", scales->name,
@@ -195,7 +195,7 @@ void erase_key(TextConfig& t, const std::string& key) {
   v.erase(std::remove(v.begin(), v.end(), key), v.end());
 }
 
-// "layer_scalar on every layer or on none" (SPEC §3.3, §10 #26): collects presence per layer.
+// "layer_scalar on every layer or on none" (docs/gemma4.md §3.2): collects presence per layer.
 class LayerScalars {
  public:
   void add(int layer, const TensorView* t, const std::string& name) {
@@ -224,7 +224,7 @@ const TensorView* optional_scalar(const TensorStore& store, const std::string& n
   return &vector_tensor(store, name, {1, ""});
 }
 
-// Loads and checks the target tensors (SPEC §3.3) against the parsed config.
+// Loads and checks the target tensors (docs/gemma4.md §3.2) against the parsed config.
 class TargetLoader {
  public:
   TargetLoader(TargetCheckpoint& ck, bool nested) : ck_(ck), cfg_(ck.config), t_(ck.config.text), store_(ck.store) {
@@ -259,7 +259,7 @@ class TargetLoader {
     fail("{}: key '{}' is missing and cannot be inferred: {}", cfg_.source, key(k), why);
   }
 
-  // SPEC §2.2 "infer from" column, for the keys whose defaults differ across stacks.
+  // The "inferred" keys of docs/gemma4.md §2.2, whose defaults differ across stacks.
   void infer_absent_keys() {
     const int nl = t_.num_hidden_layers;
     if (t_.needs_inference("hidden_size_per_layer_input")) {
@@ -352,8 +352,9 @@ class TargetLoader {
            t_.num_hidden_layers, store_.dir());
   }
 
-  // An override for a module of this model that names no tensor is a typo or a renamed key
-  // (SPEC §2.5's prefix regression): every later lookup would silently use the defaults.
+  // An override for a module of this model that names no tensor is a typo or a renamed key (e.g. a
+  // converter renamed the prefix; docs/gemma4.md §4): every later lookup would silently use the
+  // defaults.
   void check_overrides() {
     for (const auto& [path, spec] : cfg_.quantization.overrides) {
       if (path.rfind(ck_.prefix, 0) != 0) continue;
@@ -424,7 +425,7 @@ class TargetLoader {
              key("attention_k_eq_v"), g.index, store_.dir());
       if (!g.k_eq_v) m.v_proj = module(L + "self_attn.v_proj", {kvd, hd});
     }
-    // KV-shared layers' k/v tensors, if a checkpoint carries them, are unused (SPEC §3.1).
+    // KV-shared layers' k/v tensors, if a checkpoint has them, are unused (docs/gemma4.md §3.1).
 
     m.input_layernorm = vec(L + "input_layernorm.weight", hd);
     m.post_attention_layernorm = vec(L + "post_attention_layernorm.weight", hd);
@@ -432,7 +433,7 @@ class TargetLoader {
     m.post_feedforward_layernorm = vec(L + "post_feedforward_layernorm.weight", hd);
     m.layer_scalar = optional_scalar(store_, L + "layer_scalar");
 
-    // MLP width comes from the config and is checked against the tensor (SPEC §10 #8).
+    // MLP width comes from the config and is checked against the tensor (docs/gemma4.md §2.4).
     const bool wide = g.mlp_width != t_.intermediate_size;
     const bool sharer = !g.kv_donor && cfg_.first_shared_layer > 0;
     std::string mwhy = key("intermediate_size");
@@ -495,7 +496,7 @@ class TargetLoader {
   std::string kp_;
 };
 
-// SPEC §3.1 / §10 #32: the prefix whose embed_tokens.weight exists.
+// docs/gemma4.md §3.1: the prefix whose embed_tokens.weight exists.
 std::string detect_prefix(const TensorStore& store) {
   static const char* kPrefixes[] = {"language_model.model.", "model.", "model.language_model."};
   std::vector<std::string> found;
@@ -510,7 +511,8 @@ std::string detect_prefix(const TensorStore& store) {
   return found[0];
 }
 
-// token_ordering must be a permutation of [0, V) (SPEC §7.7); data-less stores skip the values.
+// token_ordering must be a permutation of [0, V) (docs/gemma4.md §3.3); data-less stores skip
+// the values.
 void check_permutation(const TensorView& t, int64_t vocab) {
   if (!t.data) return;
   std::vector<uint8_t> seen(static_cast<size_t>(vocab), 0);
@@ -532,7 +534,7 @@ void check_permutation(const TensorView& t, int64_t vocab) {
   }
 }
 
-// Resolves and checks the drafter tensors of SPEC §3.4 / §7.3 into `ck` (config already parsed).
+// Resolves and checks the drafter tensors of docs/gemma4.md §3.3 into `ck` (config already parsed).
 void load_drafter_tensors(DrafterCheckpoint& ck, const std::string& cfg_path) {
   DrafterConfig& cfg = ck.config;
   TextConfig& t = cfg.text;
@@ -542,7 +544,8 @@ void load_drafter_tensors(DrafterCheckpoint& ck, const std::string& cfg_path) {
   };
   const auto vec = [&](const std::string& name, Dim len) { return &vector_tensor(store, name, len); };
 
-  // Absent keys (SPEC §10 #7): global_head_dim from the full layer's q_norm, tie from lm_head.
+  // Absent keys, inferred (docs/gemma4.md §2.2): global_head_dim from the full layer's q_norm,
+  // tie from lm_head.
   if (t.needs_inference("global_head_dim")) {
     t.global_head_dim = t.head_dim;
     for (const LayerGeometry& g : cfg.layers) {
@@ -570,7 +573,8 @@ void load_drafter_tensors(DrafterCheckpoint& ck, const std::string& cfg_path) {
   const Dim hd{h, "text_config.hidden_size"};
   const Dim hbd{hb, "backbone_hidden_size"};
   const Dim vd{v, "text_config.vocab_size"};
-  // SPEC §10 #37: [h, 2·H_b], input = concat(target embedding, target hidden).
+  // pre_projection is [h, 2·H_b]; its input is concat(target embedding, target hidden)
+  // (docs/gemma4.md §7).
   ck.pre_projection = module("pre_projection", {hd, {2 * hb, fmt::format("2 × backbone_hidden_size ({})", hb)}});
   ck.post_projection = module("post_projection", {hbd, hd});
   ck.embed_tokens = module("model.embed_tokens", {vd, hd});
@@ -601,7 +605,7 @@ void load_drafter_tensors(DrafterCheckpoint& ck, const std::string& cfg_path) {
   }
   scalars.check(store.dir());
 
-  // Head choice (SPEC Part I #3, §10 #4): the flag, else presence of the centroid tensors.
+  // Head choice (docs/gemma4.md §7): the flag, else presence of the centroid tensors.
   const bool has_centroids = module_exists(store, "masked_embedding.centroids");
   ck.centroid_head = cfg.use_ordered_embeddings.value_or(has_centroids);
   if (ck.centroid_head) {
@@ -715,7 +719,7 @@ std::vector<std::string> check_drafter_compat(const TargetConfig& target, const 
   if (dt.sliding_window != tt.sliding_window)
     problems.push_back(fmt::format("drafter sliding_window = {} ({}) but target sliding_window = {} ({})",
                                    dt.sliding_window, drafter.source, tt.sliding_window, target.source));
-  // Each drafter layer reads the target's last donor of its type (SPEC §7.8).
+  // Each drafter layer reads the target's last donor of its type (docs/gemma4.md §7).
   for (LayerType type : {LayerType::Sliding, LayerType::Full}) {
     const bool used = std::find(dt.layer_types.begin(), dt.layer_types.end(), type) != dt.layer_types.end();
     if (!used) continue;

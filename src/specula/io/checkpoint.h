@@ -1,7 +1,7 @@
 #pragma once
 // A checkpoint directory resolved into validated modules: configs + tensors, with every tensor the
-// config implies present and shaped as the config says (SPEC §3), checked at load so nothing fails
-// mid-generation. Both tensor prefixes are accepted (SPEC §3.1).
+// config implies present and shaped as the config says (docs/gemma4.md §3), checked at load so
+// nothing fails mid-generation. Both tensor prefixes are accepted (docs/gemma4.md §3.1).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -44,7 +44,7 @@ struct TargetLayerModules {
   const TensorView* post_attention_layernorm = nullptr;
   const TensorView* pre_feedforward_layernorm = nullptr;
   const TensorView* post_feedforward_layernorm = nullptr;
-  const TensorView* layer_scalar = nullptr; // nullptr -> 1.0 (SPEC §10 #26)
+  const TensorView* layer_scalar = nullptr; // nullptr -> 1.0 (docs/gemma4.md §3.2)
   ModuleRef gate_proj, up_proj, down_proj;  // dense MLP (the dense branch on MoE layers)
   // Per-layer inputs (PLE models)
   std::optional<ModuleRef> per_layer_input_gate, per_layer_projection;
@@ -100,7 +100,7 @@ struct DrafterCheckpoint {
   ModuleRef embed_tokens;     // [V, h] (drafter's own table, used by its LM head)
   std::optional<ModuleRef> lm_head;
   const TensorView* final_norm = nullptr;
-  bool centroid_head = false;                    // resolved head choice (SPEC Part I #3)
+  bool centroid_head = false;                    // resolved head choice (docs/gemma4.md §7)
   std::optional<ModuleRef> centroids;            // [C, h]
   const TensorView* token_ordering = nullptr;    // [V] int64 (or int32)
   std::vector<DrafterLayerModules> layers;
@@ -115,7 +115,8 @@ DrafterCheckpoint load_drafter(const std::string& dir);
 TargetCheckpoint load_target(const nlohmann::json& config, const std::string& config_source, TensorStore store);
 DrafterCheckpoint load_drafter(const nlohmann::json& config, const std::string& config_source, TensorStore store);
 
-// Drafter/target compatibility (SPEC §7.8); returns human-readable problems (empty = compatible).
+// Drafter/target compatibility (docs/gemma4.md §7); returns human-readable problems
+// (empty = compatible).
 std::vector<std::string> check_drafter_compat(const TargetConfig& target, const DrafterConfig& drafter);
 
 }  // namespace specula

@@ -49,7 +49,7 @@ struct StorageTally {
 };
 
 // Groups every tensor of a store by (module kind, storage format). A module is quantized iff its
-// `.scales` tensor exists (SPEC §2.5); its bits come from the config.
+// `.scales` tensor exists (docs/gemma4.md §4); its bits come from the config.
 StorageTally tally_storage(const TensorStore& store, const QuantizationConfig& quant, const std::string& prefix) {
   struct Module {
     const TensorView* weight = nullptr;

@@ -1,4 +1,4 @@
-// Config parsing and validation (SPEC.md §2, §7.2). Every error names the file and the key.
+// Config parsing and validation (docs/gemma4.md §2, §7). Every error names the file and the key.
 #include "specula/io/config.h"
 
 #include <algorithm>
@@ -196,8 +196,8 @@ LayerType parse_layer_type(const Reader& r, size_t index, const json& v) {
 
 enum class TextRole { Target, Drafter };
 
-// Parses the keys of a Gemma 4 text config (SPEC §2.2). Keys whose defaults differ across stacks
-// are recorded in keys_to_infer when absent instead of being silently defaulted.
+// Parses the keys of a Gemma 4 text config (docs/gemma4.md §2.2). Keys whose defaults differ across
+// stacks are recorded in keys_to_infer when absent instead of being silently defaulted.
 TextConfig parse_text(const Reader& r, TextRole role) {
   TextConfig t;
   t.model_type = r.opt_string("model_type").value_or("");
@@ -206,7 +206,7 @@ TextConfig parse_text(const Reader& r, TextRole role) {
   t.num_attention_heads = static_cast<int>(r.req_int("num_attention_heads", 1, 4096));
   if (role == TextRole::Target) {
     t.num_key_value_heads = static_cast<int>(r.req_int("num_key_value_heads", 1, 4096));
-  } else {  // unused by a drafter: its K/V heads are the target donor's (SPEC §7.2)
+  } else {  // unused by a drafter: its K/V heads are the target donor's (docs/gemma4.md §2.2)
     t.num_key_value_heads = static_cast<int>(r.opt_int("num_key_value_heads", 1, 4096).value_or(0));
   }
   if (auto g = r.opt_int("num_global_key_value_heads", 1, 4096)) t.num_global_key_value_heads = static_cast<int>(*g);
@@ -235,7 +235,7 @@ TextConfig parse_text(const Reader& r, TextRole role) {
            r.key("num_hidden_layers"), t.num_hidden_layers);
   } else if (auto pat = r.opt_int("sliding_window_pattern", 1, 4096)) {
     // HF forces the last layer to full attention, mlx-lm does not: they agree only when the
-    // pattern divides the layer count (SPEC §10 #7).
+    // pattern divides the layer count, so specula requires that.
     if (t.num_hidden_layers % *pat != 0)
       fail("{}: '{}' is missing and '{}' = {} does not divide '{}' = {}: the stacks disagree on the last "
            "layer's type; add layer_types",
@@ -248,7 +248,8 @@ TextConfig parse_text(const Reader& r, TextRole role) {
          r.key("sliding_window_pattern"));
   }
 
-  // rope_parameters (SPEC §2.3): whole dict or an entry missing -> the documented defaults.
+  // rope_parameters (docs/gemma4.md §2.3): whole dict or an entry missing -> the documented
+  // defaults.
   t.rope_sliding = default_rope(LayerType::Sliding);
   t.rope_full = default_rope(LayerType::Full);
   if (const json* rp = r.find("rope_parameters")) {
@@ -370,7 +371,7 @@ std::vector<LayerGeometry> derive(const TextConfig& text, const std::string& sou
       g.kv_source = i;
       continue;
     }
-    // Sharer: the last donor of the same type (SPEC §2.4, §10 #9).
+    // Sharer: the last donor of the same type (docs/gemma4.md §2.4).
     g.kv_source = -1;
     for (int d = first_shared - 1; d >= 0; --d) {
       if (text.layer_types[static_cast<size_t>(d)] == g.type) {
@@ -481,7 +482,8 @@ TargetConfig parse_target_config(const json& raw, const std::string& source) {
       cfg.architectures.push_back(e.get<std::string>());
     }
   }
-  // SPEC §2.1: nested text_config for the multimodal wrappers, flat keys for text-only configs.
+  // docs/gemma4.md §2.1: nested text_config for the multimodal wrappers, flat keys for text-only
+  // configs.
   const json* tc = top.find("text_config");
   if (tc && !tc->is_object()) top.wrong_type("text_config", *tc, "an object");
   const bool nested = tc != nullptr;
@@ -496,7 +498,7 @@ TargetConfig parse_target_config(const json& raw, const std::string& source) {
   resolve_vocab(cfg.text, text, top, nested);
   resolve_tie(cfg.text, text, top);
   // Token ids: text first, then top level (mlx-bun reads the top level first); the EOS set is the
-  // union of both (SPEC Part I #6).
+  // union of both (docs/gemma4.md §2.5).
   if (auto b = text.opt_int("bos_token_id", 0)) cfg.bos_token_id = static_cast<int>(*b);
   else if (auto b2 = top.opt_int("bos_token_id", 0)) cfg.bos_token_id = static_cast<int>(*b2);
   if (auto p = text.opt_int("pad_token_id", 0)) cfg.pad_token_id = static_cast<int>(*p);
@@ -515,7 +517,8 @@ DrafterConfig parse_drafter_config(const json& raw, const std::string& source) {
   Reader top(raw, "", source);
   cfg.model_type = top.opt_string("model_type").value_or("");
   if (cfg.model_type.empty()) top.missing("model_type");
-  // Both spellings occur for the larger drafters (SPEC §10 #23); the head is decided by tensors.
+  // Both spellings occur for the larger drafters and both are accepted; model_type does not decide
+  // the head (docs/gemma4.md §7).
   if (cfg.model_type != "gemma4_assistant" && cfg.model_type != "gemma4_unified_assistant")
     fail("{}: model_type \"{}\" is not a Gemma 4 assistant drafter (gemma4_assistant, gemma4_unified_assistant)",
          source, cfg.model_type);

@@ -1,7 +1,8 @@
 #pragma once
 // Parsed and validated configuration of target models, drafters and generation defaults
-// (SPEC.md §2, §7.2). Parsing never guesses silently: a missing key is either inferred from tensor
-// shapes by the checkpoint loader (checkpoint.h) or reported as an error naming the key and file.
+// (docs/gemma4.md §2, §7). Parsing never guesses silently: a missing key is either inferred from
+// tensor shapes by the checkpoint loader (checkpoint.h) or reported as an error naming the key and
+// file.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -12,7 +13,7 @@
 
 namespace specula {
 
-// ---- quantization (SPEC §2.5) ----------------------------------------------------------------
+// ---- quantization (docs/gemma4.md §4) ---------------------------------------------------------
 
 struct QuantSpec {
   int bits = 4;          // 2, 3, 4, 5, 6, 8
@@ -79,14 +80,14 @@ struct TextConfig {
   bool tie_word_embeddings = true;
   int64_t max_position_embeddings = 131072;
   std::string hidden_activation = "gelu_pytorch_tanh";
-  // Keys absent from the file whose defaults differ across reference stacks (SPEC §10 #7). Their
-  // values above are placeholders: the checkpoint loader infers each from tensor shapes and
+  // Keys absent from the file whose defaults differ across reference stacks (docs/gemma4.md §2.2).
+  // Their values above are placeholders: the checkpoint loader infers each from tensor shapes and
   // removes it from this list (after load_target/load_drafter it is empty).
   std::vector<std::string> keys_to_infer;
   bool needs_inference(const std::string& key) const;
 };
 
-// Per-layer derived geometry (SPEC §2.4).
+// Per-layer derived geometry (docs/gemma4.md §2.4).
 struct LayerGeometry {
   int index = 0;
   LayerType type = LayerType::Sliding;
@@ -115,18 +116,18 @@ struct TargetConfig {
   std::vector<int> eos_token_ids;
   std::vector<LayerGeometry> layers;
   int first_shared_layer = 0;         // NL - num_kv_shared_layers
-  int last_sliding_donor = -1;        // drafter donor pair (SPEC §7.8); -1 if none
+  int last_sliding_donor = -1;        // drafter donor pair (docs/gemma4.md §2.4); -1 if none
   int last_full_donor = -1;
 };
 
-// raw = parsed config.json. Nested `text_config` or flat gemma4_text (SPEC §2.1).
+// raw = parsed config.json. Nested `text_config` or flat gemma4_text (docs/gemma4.md §2.1).
 TargetConfig parse_target_config(const nlohmann::json& raw, const std::string& source);
 
 // Recomputes `layers`, `first_shared_layer` and the donor pair from `cfg.text` (the loader calls
 // it after inferring absent keys from tensor shapes).
 void update_target_geometry(TargetConfig& cfg);
 
-// ---- drafter (SPEC §7.2) ----------------------------------------------------------------------
+// ---- drafter (docs/gemma4.md §7) -------------------------------------------------------------
 
 struct DrafterConfig {
   std::string source;
@@ -145,7 +146,7 @@ struct DrafterConfig {
 
 DrafterConfig parse_drafter_config(const nlohmann::json& raw, const std::string& source);
 
-// ---- generation_config.json (SPEC §2.7) -------------------------------------------------------
+// ---- generation_config.json (docs/gemma4.md §2.5) ----------------------------------------------
 
 struct GenerationConfig {
   std::optional<int> bos_token_id;

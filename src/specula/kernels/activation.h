@@ -1,5 +1,5 @@
 #pragma once
-// Elementwise activations (SPEC §5.1, HF-ref in f32 with exact constants).
+// Elementwise activations (docs/gemma4.md §5.1): Hugging Face's formulas in f32, exact constants.
 #include <cstdint>
 
 namespace specula {

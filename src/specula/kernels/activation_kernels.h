@@ -11,7 +11,7 @@ namespace specula::detail {
 
 namespace activation_body {
 
-// Exact constants rounded once to f32 (Part I #1: no bf16 rounding of the constants).
+// Exact constants rounded once to f32 (docs/gemma4.md §5.1: no bf16 rounding of the constants).
 constexpr float kSqrt2OverPi = static_cast<float>(0.79788456080286535588);  // sqrt(2 / pi)
 constexpr float kGeluCubic = 0.044715f;
 

@@ -1,8 +1,8 @@
 #pragma once
 // Scaled dot-product attention of query rows over a K/V store addressed by ABSOLUTE position
-// (SPEC §5.1, Part I #2 and #4). Gemma 4: scale 1.0, GQA (query head h reads KV head
-// h / (heads / kv_heads)), causal, and on sliding layers a window: the query at position p sees
-// keys p-W+1 .. p.
+// (docs/gemma4.md §5.3, §6; docs/architecture.md §3). Gemma 4: scale 1.0, GQA (query head h reads
+// KV head h / (heads / kv_heads)), causal, and on sliding layers a window: the query at position p
+// sees keys p-W+1 .. p.
 //
 // Every (query row, head) is computed alone: scores in ascending key position, softmax with its
 // sum in that order, and the weighted V sum in the same order. The visible key set is a function

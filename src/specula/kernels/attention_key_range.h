@@ -1,6 +1,6 @@
 #pragma once
 // Attention of ONE query row over an explicit, contiguous range of key positions of a K/V store,
-// with no causal or window mask: the drafter's kernel (SPEC §7.4-7.5, Part I #3). The drafter's
+// with no causal or window mask: the drafter's kernel (docs/gemma4.md §7). The drafter's
 // query position (RoPE) and its key set are decoupled — in the mlx-bun compatibility mode the
 // query is rotated at offset-1+k while the keys stay the newest min(offset, W) committed ones — so
 // the key range is passed explicitly instead of being derived from the query position.

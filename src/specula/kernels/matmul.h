@@ -1,7 +1,7 @@
 #pragma once
 // Y[M, N] = X[M, K] · W[N, K]ᵀ with X, Y float32 row-major and W in any WeightFormat.
 //
-// Contracts (DESIGN.md §3, tested bitwise):
+// Contracts (docs/architecture.md §3, tested bitwise):
 //  * Batch invariance: row r of Y is the same bytes for every M, every position of r in the
 //    batch and every thread count (a fixed per-element reduction order; threads split N only).
 //  * For M <= 8 each weight byte is read from memory once per call for all rows.

@@ -80,7 +80,7 @@ void quantize_row_affine(std::span<const float> row, int bits, int group_size,
       w_max = std::max(w_max, w[j]);
       w_min = std::min(w_min, w[j]);
     }
-    // MLX fallback op (SPEC §4.6): the larger-magnitude extreme becomes exactly representable;
+    // MLX's fallback op: the larger-magnitude extreme becomes exactly representable;
     // when it is the maximum the scale is negative and codes count down from it.
     float scale = std::max((w_max - w_min) / n_bins, eps);
     float edge;

@@ -1,6 +1,6 @@
 #pragma once
-// MLX affine quantization (SPEC §4): LSB-first bit stream of `bits`-wide codes per row, stored in
-// little-endian uint32 words; one (scale, bias) pair per group of `group_size` elements.
+// MLX affine quantization (docs/gemma4.md §4): LSB-first bit stream of `bits`-wide codes per row,
+// stored in little-endian uint32 words; one (scale, bias) pair per group of `group_size` elements.
 #include <cstdint>
 #include <span>
 
@@ -16,7 +16,7 @@ void pack_codes(std::span<const uint8_t> codes, int bits, std::span<uint32_t> wo
 // Reads code j of a packed row.
 uint32_t unpack_code(const uint32_t* words, int bits, int64_t j);
 
-// Quantizes one f32 row with MLX's affine rule (SPEC §4.6, fallback-op variant: true min/max),
+// Quantizes one f32 row with MLX's affine rule (its fallback op: true group min/max),
 // writing packed words and f32 scale/bias per group. Used by synth and tests.
 void quantize_row_affine(std::span<const float> row, int bits, int group_size,
                          std::span<uint32_t> words, std::span<float> scales, std::span<float> biases);

@@ -1,5 +1,5 @@
 #pragma once
-// RMSNorm (SPEC §5.1, HF-ref in f32): y = x * rsqrt(mean(x^2) + eps) * w. Gemma 4 stores the
+// RMSNorm (docs/gemma4.md §5.1, in f32): y = x * rsqrt(mean(x^2) + eps) * w. Gemma 4 stores the
 // actual multiplier (no `1 + w`). A null weight gives the scale-free norm (v_norm, router pre-norm).
 // Each row is reduced sequentially in f32 (j ascending), so a row's bytes never depend on the
 // other rows of the call (batch invariance).

@@ -1,10 +1,11 @@
 #pragma once
-// Rotary position embedding, "rotate-half" pairing (SPEC §5.1): pair j is (x[j], x[j + D/2]).
+// Rotary position embedding (docs/gemma4.md §5.1), "rotate-half" pairing: pair j is
+// (x[j], x[j + D/2]).
 //  * default:      inv_j = theta^(-2j/D) for every j < D/2 (linear: divided by `factor`);
 //  * proportional: the first floor(rho*D/2) pairs get inv_j = 1 / (factor * theta^(2j/D)) with the
 //                  FULL head dim D in the denominator; the other pairs are not rotated.
 // Frequencies and angles are computed in double and rounded once to f32 (cos/sin), which is at
-// least as accurate as the f32 evaluation the spec allows; the rotation itself is f32.
+// least as accurate as an f32 evaluation; the rotation itself is f32.
 #include <cstdint>
 #include <string>
 #include <vector>

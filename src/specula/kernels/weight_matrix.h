@@ -15,7 +15,7 @@ struct WeightMatrix {
   int64_t rows = 0;  // N
   int64_t cols = 0;  // K
   const void* data = nullptr;  // dense: [N, K] elements; affine: packed uint32 [N, K*bits/32]
-  // Affine only (SPEC §4): w[n][k] = q * scale[n][k/gs] + bias[n][k/gs].
+  // Affine only (docs/gemma4.md §4): w[n][k] = q * scale[n][k/gs] + bias[n][k/gs].
   int bits = 0;
   int group_size = 0;
   DType scale_dtype = DType::BF16;  // BF16, F16 or F32 (scales and biases share it)

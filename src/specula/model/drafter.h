@@ -1,5 +1,5 @@
 #pragma once
-// The Gemma 4 "-assistant" drafter (SPEC §7, Part I #3): a 4-layer, Q-only decoder that reads the
+// The Gemma 4 "-assistant" drafter (docs/gemma4.md §7): a 4-layer, Q-only decoder that reads the
 // target's last sliding and last full donor KV caches (frozen for a round), fed with the target's
 // scaled embedding of the token being extended and a backbone-width hidden state, chaining its own
 // post_projection output from step to step.
@@ -56,7 +56,7 @@ struct DraftStep {
 
 class Drafter {
  public:
-  // Loads the drafter checkpoint and checks it against the target (SPEC §7.8); throws
+  // Loads the drafter checkpoint and checks it against the target (docs/gemma4.md §7); throws
   // specula::Error listing every incompatibility with both values.
   static std::unique_ptr<Drafter> load(const std::string& dir, const TargetModel& target,
                                        DrafterConvention convention = DrafterConvention::Ollama);

@@ -1,7 +1,7 @@
 #pragma once
 // Plain greedy generation on the target model: prefill the prompt (in chunks), then one token per
 // forward, argmax with lowest-id tie-break. Stops at the EOS set (config ∪ generation_config,
-// SPEC Part I #6) unless ignore_eos; the EOS token itself is not part of the output.
+// docs/gemma4.md §2.5) unless ignore_eos; the EOS token itself is not part of the output.
 #include <cstdint>
 #include <functional>
 #include <span>

@@ -122,6 +122,23 @@ KvStoreView KvCache::view() const {
   return v;
 }
 
+uint64_t KvCache::bytes_at(int64_t positions) const {
+  if (positions <= 0) return 0;
+  const int64_t blocks = is_ring() ? 1 : (positions + block_positions_ - 1) / block_positions_;
+  return static_cast<uint64_t>(2 * blocks) * static_cast<uint64_t>(block_positions_) *
+         static_cast<uint64_t>(row_floats()) * sizeof(float);
+}
+
+void KvCache::release_unused() {
+  const auto keep_blocks = static_cast<size_t>(
+      offset_ == 0 ? 0 : (is_ring() ? 1 : (offset_ + block_positions_ - 1) / block_positions_));
+  if (k_blocks_.size() <= keep_blocks) return;
+  // storage_ holds the K and V block of each block index next to each other (reserve_write).
+  k_blocks_.resize(keep_blocks);
+  v_blocks_.resize(keep_blocks);
+  storage_.resize(2 * keep_blocks);
+}
+
 uint64_t KvCache::allocated_bytes() const {
   return static_cast<uint64_t>(k_blocks_.size() + v_blocks_.size()) * static_cast<uint64_t>(block_positions_) *
          static_cast<uint64_t>(row_floats()) * sizeof(float);

@@ -1,5 +1,5 @@
 #pragma once
-// One layer's K/V store, addressed by absolute position (SPEC §6, Part I #4).
+// One layer's K/V store, addressed by absolute position (docs/gemma4.md §6).
 //  * Full-attention layers: storage grows in blocks of positions; nothing is ever copied.
 //  * Sliding-window layers: a ring of capacity W + extra (extra >= the rollback reserve and >= the
 //    largest forward chunk - 1), position p living in row p % capacity. Because every position
@@ -64,6 +64,11 @@ class KvCache {
 
   // Bytes currently allocated for K and V.
   uint64_t allocated_bytes() const;
+  // Bytes allocated once `positions` positions have been written (rings: their whole capacity).
+  uint64_t bytes_at(int64_t positions) const;
+  // Frees the storage beyond the committed positions (full caches; rings keep theirs while they
+  // hold any): what an idle cache gives back under memory pressure.
+  void release_unused();
 
  private:
   KvCache() = default;

@@ -1,4 +1,4 @@
-// The blocks of one target forward step (SPEC §5.2-5.3): embedding with the per-layer inputs, then
+// The blocks of one target forward step (docs/gemma4.md §5.2-5.3): embedding with the per-layer inputs, then
 // per layer attention, the dense or MoE feed-forward, the per-layer input gate and the layer
 // scalar. Every block runs over all rows of the step, whatever sequences they belong to; only
 // attention (and the KV writes before it) goes sequence by sequence.
@@ -90,7 +90,7 @@ void TargetModel::run_step(const ForwardStep& step, ForwardWorkspace& ws, Thread
   for (const ForwardStep::Sequence& s : step.sequences) s.cache->advance(s.rows);
 }
 
-// Embedding (SPEC §5.2): the scale is the bf16-rounded sqrt(H). Per-layer inputs:
+// Embedding (docs/gemma4.md §5.2): the scale is the bf16-rounded sqrt(H). Per-layer inputs:
 // (RMSNorm(proj(h) * H^-0.5) + embed_pl(ids) * sqrt(W)) * 2^-0.5.
 void TargetModel::embed(const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const {
   const TargetWeights& W = weights_;
@@ -123,7 +123,7 @@ void TargetModel::embed(const ForwardStep& step, ForwardWorkspace& ws, ThreadPoo
   for (int64_t i = 0; i < n * PW; ++i) ple[i] = (ple[i] + ws.ple_tok[i] * tok_scale) * combine;
 }
 
-// SPEC §5.3 (1): x += norm(o_proj(attention(rope(norm(q)), cache))), writing this step's K/V
+// docs/gemma4.md §5.3: x += norm(o_proj(attention(rope(norm(q)), cache))), writing this step's K/V
 // (k_norm + RoPE, scale-free v_norm) to the layer's cache first when the layer owns one.
 void TargetModel::attention_block(int64_t li, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const {
   const TargetLayerWeights& L = weights_.layers[static_cast<size_t>(li)];
@@ -322,7 +322,7 @@ void TargetModel::moe_mlp_block(int64_t li, const ForwardStep& step, ForwardWork
   add_inplace(x, br, n * H);
 }
 
-// SPEC §5.3 (3): x += norm(proj(gelu(gate(x)) * per_layer_input)).
+// docs/gemma4.md §5.3 (per-layer input): x += norm(proj(gelu(gate(x)) * per_layer_input)).
 void TargetModel::per_layer_input_block(int64_t li, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const {
   const TargetLayerWeights& L = weights_.layers[static_cast<size_t>(li)];
   const int64_t n = step.rows();

@@ -70,6 +70,16 @@ void TargetCache::advance(int64_t count) {
   offset_ += count;
 }
 
+uint64_t TargetCache::bytes_at(int64_t positions) const {
+  uint64_t b = 0;
+  for (const KvCache& c : caches_) b += c.bytes_at(positions);
+  return b;
+}
+
+void TargetCache::release_unused() {
+  for (KvCache& c : caches_) c.release_unused();
+}
+
 uint64_t TargetCache::allocated_bytes() const {
   uint64_t b = 0;
   for (const KvCache& c : caches_) b += c.allocated_bytes();

@@ -1,5 +1,5 @@
 #pragma once
-// The KV state of one target-model sequence: a cache per KV donor layer (SPEC §6.1), full
+// The KV state of one target-model sequence: a cache per KV donor layer (docs/gemma4.md §6), full
 // layers growing, sliding layers as rings (kv_cache.h). KV-shared layers own nothing and read the
 // cache of their donor (the last donor of the same type). All caches move together: one offset.
 #include <cstdint>
@@ -41,6 +41,10 @@ class TargetCache {
   void advance(int64_t count);
 
   uint64_t allocated_bytes() const;
+  // Bytes allocated once `positions` positions are cached (kv_cache.h bytes_at).
+  uint64_t bytes_at(int64_t positions) const;
+  // Frees every cache's storage beyond its committed positions.
+  void release_unused();
 
  private:
   CacheOptions options_;

@@ -1,5 +1,5 @@
 #pragma once
-// The Gemma 4 target model (SPEC §5, Part I): every text variant — sliding/full layers with their
+// The Gemma 4 target model (docs/gemma4.md §5): every text variant — sliding/full layers with their
 // own head dims, GQA, q/k norms and the scale-free v norm, attention scale 1.0, default and
 // proportional RoPE, k_eq_v full layers, per-layer inputs, KV sharing, double-wide MLPs, the MoE
 // block, layer_scalar, final norm, tied LM head and logit softcapping — over dense and
@@ -107,7 +107,7 @@ class TargetModel {
   int64_t max_context() const { return max_context_; }
   // Where the fast kernels' layout came from at load (None in exact precision).
   PackedSource packed_source() const { return packed_.source; }
-  // config eos_token_id ∪ generation_config eos_token_id (SPEC Part I #6), sorted, unique.
+  // config eos_token_id ∪ generation_config eos_token_id (docs/gemma4.md §2.5), sorted, unique.
   std::vector<int32_t> eos_token_ids() const;
 
   // A fresh KV state sized by the options (ring extra = max(reserve, prefill_chunk - 1)).
@@ -128,7 +128,6 @@ class TargetModel {
                                            ForwardScratch* scratch = nullptr) const;
 
  private:
-
   void check_rows(const TargetCache& cache, std::span<const int32_t> tokens, int64_t max_rows) const;
   ForwardOutput begin_output(const ForwardRequest& request, int64_t n) const;
   void run_step(const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const;

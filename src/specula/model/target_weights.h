@@ -49,7 +49,7 @@ struct TargetWeights {
   WeightMatrix embed_tokens;      // [V, H]
   WeightMatrix lm_head;           // the tied embedding unless the checkpoint has lm_head
   std::vector<float> final_norm;
-  float embed_scale = 1.0f;       // bf16(sqrt(H)) (SPEC Part I #1)
+  float embed_scale = 1.0f;       // bf16(sqrt(H)) (docs/gemma4.md §5.2)
 
   // PLE
   int64_t ple_width = 0;          // hidden_size_per_layer_input (0 = none)

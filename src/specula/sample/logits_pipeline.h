@@ -1,7 +1,7 @@
 #pragma once
 // The one logits -> probability-distribution pipeline, shared by plain decoding (which draws from
 // the result) and speculative sampling (which needs the exact p that plain decoding would draw from,
-// SPEC Part I #5). Stages, in this order (Hugging Face's processor-then-warper order, SPEC §9.1):
+// docs/gemma4.md §8). Stages, in this order (Hugging Face's processor-then-warper order):
 //
 //   processors (also applied when greedy):
 //   1. NaN logits -> -inf (counted in LogitsIssues::nan_logits)

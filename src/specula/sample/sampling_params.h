@@ -1,6 +1,6 @@
 #pragma once
 // Sampling parameters of one generation: their defaults (from a checkpoint's generation_config.json,
-// SPEC §2.7 / §9.1), per-call overrides and validation. The logits pipeline that uses them is
+// docs/gemma4.md §2.5), per-call overrides and validation. The logits pipeline that uses them is
 // logits_pipeline.h.
 #include <cstdint>
 #include <map>

@@ -1,10 +1,10 @@
 #pragma once
-// Lossless speculative sampling (SPEC Part I #5; Leviathan et al. 2023, Chen et al. 2023): a draft
-// token x drawn from the drafter's distribution q is accepted with probability min(1, p(x)/q(x)),
-// where p is the target's exact sampling distribution (build_distribution); on rejection the token
-// is resampled from the residual normalize(max(0, p - q)). The emitted token is then distributed
-// exactly as p. With greedy p and q (point masses) this reduces to "accept iff the draft equals the
-// target's argmax, else emit the argmax".
+// Lossless speculative sampling (docs/gemma4.md §8; Leviathan et al. 2023, Chen et al. 2023):
+// a draft token x drawn from the drafter's distribution q is accepted with probability
+// min(1, p(x)/q(x)), where p is the target's exact sampling distribution (build_distribution); on
+// rejection the token is resampled from the residual normalize(max(0, p - q)). The emitted token is
+// then distributed exactly as p. With greedy p and q (point masses) this reduces to "accept iff the
+// draft equals the target's argmax, else emit the argmax".
 #include <cstdint>
 #include <span>
 

@@ -1,5 +1,5 @@
 #pragma once
-// Speculative decoding on the target model (SPEC §8.1, Part I #2, #4, #5, #8).
+// Speculative decoding on the target model (docs/gemma4.md §8, docs/architecture.md §3).
 //
 // Prefill (chunked) -> first token from the prefill row -> rounds: propose gamma drafts (the
 // assistant drafter, or prompt lookup), verify [pending] + drafts in ONE target forward of gamma+1
@@ -14,7 +14,7 @@
 //    drafter's softmax over its candidate scores at the same temperature (point masses for
 //    deterministic proposals: prompt lookup, forced drafts).
 // EOS inside the accepted run, the token budget and the context limit stop exactly where plain
-// decoding stops. Statistics (Part I #8): every round drafts its gamma (drafted += gamma even
+// decoding stops. Statistics (docs/gemma4.md §8): every round drafts its gamma (drafted += gamma even
 // when the budget ends inside the round), accepted += the full matching prefix, target_calls =
 // 1 + rounds.
 #include <cstdint>
@@ -114,7 +114,8 @@ struct SpeculativeResult {
 
 // Generates on a fresh state of `cache` (reset first; see continue_cache). `drafter` is required for
 // DraftMethod::Drafter and ignored for Lookup. The cache's rollback reserve must cover the gamma
-// used (throws otherwise, before any work). on_token as in generate_greedy.
+// used (throws otherwise, before any work). on_token as in generate_greedy. It steps one
+// SpeculativeSession (speculative_session.h) alone; the engine's scheduler steps many together.
 SpeculativeResult generate_speculative(const TargetModel& model, TargetCache& cache, const Drafter* drafter,
                                        std::span<const int32_t> prompt, const SpeculativeOptions& options,
                                        ThreadPool& pool, const std::function<bool(int32_t)>& on_token = {});

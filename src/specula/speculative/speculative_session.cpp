@@ -90,6 +90,8 @@ SequenceRows SpeculativeSession::next_step(int64_t max_prefill_rows, ThreadPool&
     return rows;
   }
   int64_t gamma = options_.gamma.automatic ? policy_.choose() : options_.gamma.fixed;
+  // The scheduler's load cap applies to greedy `auto` only (sampled gamma must not follow timings).
+  if (options_.gamma.automatic && greedy_) gamma = std::min(gamma, load_cap_);
   gamma = std::min(gamma, model_.max_context() - cache_.offset() - 1);
   const auto t0 = Clock::now();
   propose(gamma, pool);

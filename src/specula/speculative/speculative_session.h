@@ -15,6 +15,7 @@
 // `--gamma auto`, greedy rounds are sized from measured step times (greedy output does not
 // depend on gamma) and sampled rounds from acceptance alone (a seed reproduces its text).
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -51,6 +52,9 @@ class SpeculativeSession {
   void complete_step(const ForwardOutput& out, double step_ms);
   // Ends the session now (e.g. the request was cancelled between steps): stop_reason "callback".
   void stop();
+  // The largest gamma a greedy `--gamma auto` round may use from now on (the scheduler lowers it
+  // while its steps are compute-bound); sampled and fixed-gamma sessions ignore it.
+  void set_load_cap(int64_t cap) { load_cap_ = cap; }
 
   const SpeculativeResult& result() const { return res_; }
   SpeculativeResult take_result() { return std::move(res_); }
@@ -93,6 +97,7 @@ class SpeculativeSession {
   std::vector<int32_t> history_;
   std::vector<int32_t> step_tokens_;
   double draft_ms_ = 0.0;         // the current round's drafting time
+  int64_t load_cap_ = INT64_MAX;
   std::chrono::steady_clock::time_point decode_start_;
 };
 

@@ -24,7 +24,7 @@ constexpr int kBos = 2;
 constexpr int kPad = 0;
 const std::vector<int> kTargetEos = {1, 106};
 const std::vector<int> kGenerationEos = {1, 106, 50};
-const std::vector<int> kSuppressTokens = {258883, 258882};  // <audio|>, <image|> (SPEC §2.7)
+const std::vector<int> kSuppressTokens = {258883, 258882};  // <audio|>, <image|>, as in Gemma 4 IT
 constexpr int64_t kMinVocab = 256;        // keeps bos 2, eos 1/106/50 inside the vocabulary
 constexpr int64_t kMaxVocab = 1ll << 22;  // 16x the real vocabulary
 constexpr const char* kTransformersVersion = "5.5.0";
@@ -306,7 +306,7 @@ class Builder {
   std::vector<TensorSpec> tensors_;
 };
 
-// ---- geometry (SPEC §2.4), computed here independently of the loader ------------------------
+// ---- geometry (docs/gemma4.md §2.4), computed here independently of the loader ---------------
 
 struct Layer {
   bool sliding = true;
@@ -458,7 +458,7 @@ CheckpointPlan plan_target(const SynthOptions& o) {
   const int64_t H = t.hidden_size;
   const int64_t V = t.vocab_size;
   const std::optional<QuantSpec>& q = o.quant;
-  // mlx-lm's Gemma 4 quant_predicate keeps the router at 8 bits, group 64 (SPEC §2.5).
+  // mlx-lm's Gemma 4 quant_predicate keeps the router at 8 bits, group 64.
   const std::optional<QuantSpec> router_q =
       q ? std::optional<QuantSpec>(QuantSpec{8, 64, "affine"}) : std::nullopt;
 
@@ -559,7 +559,7 @@ CheckpointPlan plan_target(const SynthOptions& o) {
   c["pad_token_id"] = kPad;
   c["initializer_range"] = 0.02;
   c["tie_word_embeddings"] = true;
-  c["vocab_size"] = V;  // mlx-lm's wrapper copies this into text_config (SPEC §2.1)
+  c["vocab_size"] = V;  // mlx-lm's wrapper copies this into text_config (docs/gemma4.md §2.1)
   c["dtype"] = dtype_json_name(o.dtype);
   c["transformers_version"] = kTransformersVersion;
   if (q) {

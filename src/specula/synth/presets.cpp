@@ -18,7 +18,7 @@ std::vector<LayerType> layer_pattern(int sliding_per_block, int blocks) {
   return types;
 }
 
-// Values shared by every Gemma 4 text config (SPEC §1).
+// Values shared by every Gemma 4 text config (docs/gemma4.md §1).
 TextConfig base_text(int64_t hidden, std::vector<LayerType> types, int heads, int kv_heads,
                      int head_dim, int global_head_dim, int64_t intermediate, int window,
                      int64_t vocab) {

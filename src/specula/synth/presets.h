@@ -1,7 +1,7 @@
 #pragma once
 // Model geometries that `synth` can produce: small ones for fast tests, covering every variant of
 // the family (per-layer inputs + KV sharing + double-wide MLP, attention_k_eq_v, MoE), and the real
-// geometries of the released checkpoints (SPEC.md §1) for benchmarks and inventory checks.
+// geometries of the released checkpoints (docs/gemma4.md §1) for benchmarks and inventory checks.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -10,8 +10,8 @@
 
 namespace specula::synth {
 
-// The matching "-assistant" drafter (SPEC §7.2). Head dims, KV head counts, window and RoPE come
-// from the target, so only the trunk width and the head kind are per preset.
+// The matching "-assistant" drafter (docs/gemma4.md §1). Head dims, KV head counts, window and RoPE
+// come from the target, so only the trunk width and the head kind are per preset.
 struct DrafterPreset {
   std::string model_type;          // gemma4_assistant / gemma4_unified_assistant
   int64_t hidden_size = 0;

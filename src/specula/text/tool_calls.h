@@ -1,5 +1,5 @@
 #pragma once
-// Gemma 4 tool calls (SPEC §9.5): the model writes
+// Gemma 4 tool calls: the model writes
 //   <|tool_call>call:NAME{key:value,...}<tool_call|>
 // where strings are wrapped in the <|"|> delimiter token, keys are bare, objects and arrays nest,
 // and numbers / true / false / null are written as they are. This turns such text into JSON.

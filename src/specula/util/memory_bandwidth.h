@@ -1,6 +1,6 @@
 #pragma once
 // The machine's measured main-memory read bandwidth, the ceiling that memory-bound decode is
-// compared against (DESIGN.md §4), and the process's peak resident set size.
+// compared against (docs/performance.md, "The roofline"), and the process's peak resident set size.
 #include <cstdint>
 
 #include "specula/util/thread_pool.h"

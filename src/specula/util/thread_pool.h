@@ -3,7 +3,7 @@
 // each thread the same range on every call, parallel_for_balanced lets a thread that finishes early
 // take over the end of another's. Either way kernels parallelize over output columns/rows/heads
 // and never split a reduction, which keeps results bitwise independent of the thread count and of
-// which thread ran what (batch-invariance contract, DESIGN.md §3).
+// which thread ran what (batch-invariance contract, docs/architecture.md §3).
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
