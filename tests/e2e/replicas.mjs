@@ -108,7 +108,8 @@ const replicas = replicaPorts.map((port) => {
 for (const r of replicas) if (!(await waitHealthy(r.url))) fail(2, `replica on port ${r.port} did not become healthy`);
 
 const front = await freePort();
-const conf = `worker_processes 1;
+// One process (no master/worker pair): killing it leaves no orphaned worker holding our stdio.
+const conf = `master_process off;
 pid ${work}/nginx.pid;
 error_log ${work}/nginx-error.log warn;
 events { worker_connections 256; }
@@ -140,7 +141,7 @@ http {
 }
 `;
 writeFileSync(join(work, 'nginx.conf'), conf);
-const ngx = spawn(nginx, ['-p', work, '-c', join(work, 'nginx.conf'), '-g', 'daemon off;'], { stdio: 'inherit' });
+const ngx = spawn(nginx, ['-p', work, '-c', join(work, 'nginx.conf'), '-g', 'daemon off;'], { stdio: 'ignore' });
 children.push(ngx);
 ngx.on('error', (e) => fail(2, `cannot start nginx (${nginx}): ${e.message} (scripts/setup installs it)`));
 const frontUrl = `http://127.0.0.1:${front}`;

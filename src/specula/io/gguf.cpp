@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "specula/util/error.h"
+#include "specula/util/printable.h"
 
 namespace specula {
 
@@ -54,27 +55,6 @@ constexpr GgmlTypeTraits kTraits[] = {
 
 constexpr const char* kGgufTypeNames[kGgufTypeCount] = {"u8",  "i8",    "u16",    "i16",   "u32", "i32", "f32",
                                                         "bool", "string", "array", "u64", "i64", "f64"};
-
-// Keys and tensor names come from untrusted files; keep messages one readable line.
-std::string display_name(std::string_view name) {
-  constexpr size_t kMax = 200;
-  std::string out;
-  for (char c : name.substr(0, kMax)) {
-    const auto u = static_cast<unsigned char>(c);
-    out += (u < 0x20 || u == 0x7f) ? '?' : c;
-  }
-  if (name.size() > kMax) out += "...";
-  return out;
-}
-
-std::string dims_string(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(dims[i]);
-  }
-  return s + "]";
-}
 
 // Smallest encoding of one value: what a count is checked against before anything is reserved.
 uint64_t min_value_bytes(GgufType t) {
@@ -181,7 +161,7 @@ std::string element_string(GgufType t, const std::byte* p, uint64_t i) {
 std::string quoted(std::string_view s) {
   constexpr size_t kMax = 80;
   std::string out(1, '"');
-  out += display_name(s.substr(0, kMax));
+  out += printable_name(s.substr(0, kMax));
   if (s.size() > kMax) out += "...";
   out += '"';
   return out;
@@ -292,7 +272,7 @@ GgufFile GgufFile::parse(GgufFile f) {
   for (uint64_t i = 0; i < n_kvs; ++i) {
     GgufKv kv;
     kv.key = in.string(fmt::format("metadata key {}", i));
-    const std::string what = fmt::format("metadata key '{}'", display_name(kv.key));
+    const std::string what = fmt::format("metadata key '{}'", printable_name(kv.key));
     const auto bad = [&](const std::string& why) { fail("{}: {}: {}", path, what, why); };
     if (f.kv_index_.count(kv.key)) bad("appears twice");
 
@@ -341,7 +321,7 @@ GgufFile GgufFile::parse(GgufFile f) {
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensor t;
     t.name = std::string(in.string(fmt::format("tensor name {}", i)));
-    const std::string what = fmt::format("tensor '{}'", display_name(t.name));
+    const std::string what = fmt::format("tensor '{}'", printable_name(t.name));
     const auto bad = [&](const std::string& why) { fail("{}: {}: {}", path, what, why); };
     if (f.tensor_index_.count(t.name)) bad("name appears twice");
 
@@ -383,11 +363,11 @@ GgufFile GgufFile::parse(GgufFile f) {
   for (size_t i = 0; i < f.tensors_.size(); ++i) {
     GgufTensor& t = f.tensors_[i];
     if (t.offset % f.alignment_ != 0)
-      fail("{}: tensor '{}': offset {} is not a multiple of the alignment {}", path, display_name(t.name), t.offset,
+      fail("{}: tensor '{}': offset {} is not a multiple of the alignment {}", path, printable_name(t.name), t.offset,
            f.alignment_);
     if (t.offset > data_size || t.nbytes > data_size - t.offset)
       fail("{}: tensor '{}': data [{}, {}) runs past the end of the data region ({} bytes from file offset {})", path,
-           display_name(t.name), t.offset, t.offset + std::min(t.nbytes, ~uint64_t{0} - t.offset), data_size,
+           printable_name(t.name), t.offset, t.offset + std::min(t.nbytes, ~uint64_t{0} - t.offset), data_size,
            f.data_offset_);
     t.data = f.base_ + f.data_offset_ + t.offset;
     ranges.push_back({t.offset, t.offset + t.nbytes, i});
@@ -401,8 +381,8 @@ GgufFile GgufFile::parse(GgufFile f) {
     if (furthest && r.begin < furthest->end) {
       const GgufTensor& a = f.tensors_[furthest->index];
       const GgufTensor& b = f.tensors_[r.index];
-      fail("{}: tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", path, display_name(a.name), furthest->begin,
-           furthest->end, display_name(b.name), r.begin, r.end);
+      fail("{}: tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", path, printable_name(a.name), furthest->begin,
+           furthest->end, printable_name(b.name), r.begin, r.end);
     }
     if (!furthest || r.end > furthest->end) furthest = &r;
   }
@@ -421,7 +401,7 @@ const GgufTensor* GgufFile::find_tensor(std::string_view name) const {
 
 const GgufTensor& GgufFile::tensor(std::string_view name) const {
   const GgufTensor* t = find_tensor(name);
-  if (!t) fail("{}: tensor '{}' not found", path_, display_name(name));
+  if (!t) fail("{}: tensor '{}' not found", path_, printable_name(name));
   return *t;
 }
 
@@ -430,34 +410,34 @@ const GgufTensor& GgufFile::tensor(std::string_view name) const {
 
 const GgufKv& GgufFile::expect(std::string_view key, GgufType type) const {
   const GgufKv* kv = find_kv(key);
-  if (!kv) fail("{}: metadata key '{}' is missing", path_, display_name(key));
+  if (!kv) fail("{}: metadata key '{}' is missing", path_, printable_name(key));
   if (kv->type != type)
-    fail("{}: metadata key '{}' is {}, expected {}", path_, display_name(key), kv->type_str(), gguf_type_name(type));
+    fail("{}: metadata key '{}' is {}, expected {}", path_, printable_name(key), kv->type_str(), gguf_type_name(type));
   return *kv;
 }
 
 const GgufKv& GgufFile::expect_array(std::string_view key, GgufType elem) const {
   const GgufKv* kv = find_kv(key);
-  if (!kv) fail("{}: metadata key '{}' is missing", path_, display_name(key));
+  if (!kv) fail("{}: metadata key '{}' is missing", path_, printable_name(key));
   if (!kv->is_array() || kv->array_type != elem)
-    fail("{}: metadata key '{}' is {}, expected array of {}", path_, display_name(key), kv->type_str(),
+    fail("{}: metadata key '{}' is {}, expected array of {}", path_, printable_name(key), kv->type_str(),
          gguf_type_name(elem));
   return *kv;
 }
 
 const GgufKv& GgufFile::expect_int(std::string_view key) const {
   const GgufKv* kv = find_kv(key);
-  if (!kv) fail("{}: metadata key '{}' is missing", path_, display_name(key));
+  if (!kv) fail("{}: metadata key '{}' is missing", path_, printable_name(key));
   if (!is_integer(kv->type))
-    fail("{}: metadata key '{}' is {}, expected an integer", path_, display_name(key), kv->type_str());
+    fail("{}: metadata key '{}' is {}, expected an integer", path_, printable_name(key), kv->type_str());
   return *kv;
 }
 
 const GgufKv& GgufFile::expect_int_array(std::string_view key) const {
   const GgufKv* kv = find_kv(key);
-  if (!kv) fail("{}: metadata key '{}' is missing", path_, display_name(key));
+  if (!kv) fail("{}: metadata key '{}' is missing", path_, printable_name(key));
   if (!kv->is_array() || !is_integer(kv->array_type))
-    fail("{}: metadata key '{}' is {}, expected an array of integers", path_, display_name(key), kv->type_str());
+    fail("{}: metadata key '{}' is {}, expected an array of integers", path_, printable_name(key), kv->type_str());
   return *kv;
 }
 
@@ -471,7 +451,7 @@ bool GgufFile::get_bool(std::string_view key) const { return load<uint8_t>(expec
 int64_t GgufFile::get_int(std::string_view key) const {
   const GgufKv& kv = expect_int(key);
   const auto v = load_int(kv.type, kv.data, 0);
-  if (!v) fail("{}: metadata key '{}' = {} does not fit in int64", path_, display_name(key), load<uint64_t>(kv.data));
+  if (!v) fail("{}: metadata key '{}' = {} does not fit in int64", path_, printable_name(key), load<uint64_t>(kv.data));
   return *v;
 }
 
@@ -500,7 +480,7 @@ std::vector<int64_t> GgufFile::get_int_array(std::string_view key) const {
   for (uint64_t i = 0; i < kv.count; ++i) {
     const auto v = load_int(kv.array_type, kv.data, i);
     if (!v)
-      fail("{}: metadata key '{}' element {} = {} does not fit in int64", path_, display_name(key), i,
+      fail("{}: metadata key '{}' element {} = {} does not fit in int64", path_, printable_name(key), i,
            load<uint64_t>(kv.data + 8 * i));
     out.push_back(*v);
   }

@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "specula/util/error.h"
+#include "specula/util/printable.h"
+#include "specula/util/temp_file.h"
 
 namespace specula {
 
@@ -24,27 +26,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-// Tensor names come from untrusted files; keep messages one readable line.
-std::string display_name(const std::string& name) {
-  constexpr size_t kMax = 200;
-  std::string out;
-  for (char c : name.substr(0, kMax)) {
-    const auto u = static_cast<unsigned char>(c);
-    out += (u < 0x20 || u == 0x7f) ? '?' : c;
-  }
-  if (name.size() > kMax) out += "...";
-  return out;
-}
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
 
 // prod(shape) * dtype_size without overflow; nullopt when it does not fit in 63 bits.
 std::optional<uint64_t> checked_nbytes(const std::vector<int64_t>& shape, DType dtype) {
@@ -89,7 +70,7 @@ int64_t TensorView::numel() const {
   return n;
 }
 
-std::string TensorView::shape_str() const { return shape_string(shape); }
+std::string TensorView::shape_str() const { return dims_string(shape); }
 
 // ---------------------------------------------------------------------------------------------
 // SafetensorsFile
@@ -125,10 +106,10 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   try {
     header = json::parse(header_begin, header_begin + header_len, on_event);
   } catch (const json::exception& e) {
-    fail("{}: header is not valid JSON: {}", path, display_name(e.what()));
+    fail("{}: header is not valid JSON: {}", path, printable_name(e.what()));
   }
   if (!header.is_object()) fail("{}: header is {}, not a JSON object", path, json_type(header));
-  if (!duplicate.empty()) fail("{}: tensor '{}': name appears twice in the header", path, display_name(duplicate));
+  if (!duplicate.empty()) fail("{}: tensor '{}': name appears twice in the header", path, printable_name(duplicate));
 
   const std::byte* data = base + 8 + header_len;
   const uint64_t data_size = size - 8 - header_len;
@@ -140,7 +121,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     const json& entry = item.value();
     if (name == "__metadata__") continue;
     const auto bad = [&](const std::string& why) {
-      fail("{}: tensor '{}': {}", path, display_name(name), why);
+      fail("{}: tensor '{}': {}", path, printable_name(name), why);
     };
     if (!entry.is_object()) bad(fmt::format("entry is {}, not a JSON object", json_type(entry)));
     const auto field = [&](const char* key) -> const json& {
@@ -155,7 +136,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     if (!jdtype.is_string()) bad(fmt::format("\"dtype\" is {}, not a string", json_type(jdtype)));
     const auto dtype_str = jdtype.get<std::string>();
     const auto dtype = parse_dtype(dtype_str);
-    if (!dtype) bad(fmt::format("unknown dtype '{}'", display_name(dtype_str)));
+    if (!dtype) bad(fmt::format("unknown dtype '{}'", printable_name(dtype_str)));
 
     if (!jshape.is_array()) bad(fmt::format("\"shape\" is {}, not an array", json_type(jshape)));
     std::vector<int64_t> shape;
@@ -165,19 +146,19 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
 
     if (!joffsets.is_array() || joffsets.size() != 2)
       bad(fmt::format("\"data_offsets\" must be an array of 2 integers, got {}",
-                      display_name(joffsets.dump(-1, ' ', false, json::error_handler_t::replace))));
+                      printable_name(joffsets.dump(-1, ' ', false, json::error_handler_t::replace))));
     const auto begin = static_cast<uint64_t>(non_negative_int(joffsets[0], bad, "data_offsets[0]"));
     const auto end = static_cast<uint64_t>(non_negative_int(joffsets[1], bad, "data_offsets[1]"));
     if (begin > end) bad(fmt::format("data_offsets [{}, {}] begin is after end", begin, end));
 
     const auto nbytes = checked_nbytes(shape, *dtype);
     if (!nbytes)
-      bad(fmt::format("shape {} of {} overflows a 64-bit byte count", shape_string(shape), dtype_str));
+      bad(fmt::format("shape {} of {} overflows a 64-bit byte count", dims_string(shape), dtype_str));
     if (end > data_size)
       bad(fmt::format("data_offsets [{}, {}] end past the data region ({} bytes)", begin, end, data_size));
     if (end - begin != *nbytes)
       bad(fmt::format("data_offsets [{}, {}] hold {} bytes but shape {} of {} needs {}", begin, end,
-                      end - begin, shape_string(shape), dtype_str, *nbytes));
+                      end - begin, dims_string(shape), dtype_str, *nbytes));
 
     TensorView view;
     view.name = name;
@@ -200,8 +181,8 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     if (furthest && r.begin < furthest->end) {
       const TensorView& a = f.tensors_[furthest->index];
       const TensorView& b = f.tensors_[r.index];
-      fail("{}: tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", path, display_name(a.name),
-           furthest->begin, furthest->end, display_name(b.name), r.begin, r.end);
+      fail("{}: tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", path, printable_name(a.name),
+           furthest->begin, furthest->end, printable_name(b.name), r.begin, r.end);
     }
     if (!furthest || r.end > furthest->end) furthest = &r;
   }
@@ -225,7 +206,7 @@ void add_file_tensors(const SafetensorsFile& file, std::map<std::string, const T
   for (const TensorView& view : file.tensors()) {
     const auto [it, inserted] = index.emplace(view.name, &view);
     if (!inserted)
-      fail("tensor '{}' is in both {} and {}", display_name(view.name), *it->second->file, file.path());
+      fail("tensor '{}' is in both {} and {}", printable_name(view.name), *it->second->file, file.path());
   }
 }
 
@@ -238,7 +219,7 @@ json read_json_file(const std::string& path) {
   try {
     return json::parse(ss.str());
   } catch (const json::exception& e) {
-    fail("{}: not valid JSON: {}", path, display_name(e.what()));
+    fail("{}: not valid JSON: {}", path, printable_name(e.what()));
   }
 }
 
@@ -274,14 +255,14 @@ TensorStore TensorStore::open_dir(const std::string& dir) {
     std::map<std::string, std::vector<std::string>> shards;
     for (const auto& [name, shard] : wm->items()) {
       if (!shard.is_string())
-        fail("{}: weight_map entry '{}' is {}, not a file name", ipath, display_name(name), json_type(shard));
+        fail("{}: weight_map entry '{}' is {}, not a file name", ipath, printable_name(name), json_type(shard));
       const auto file = shard.get<std::string>();
       // Shards live in the checkpoint directory; never follow a name out of it.
       const fs::path fp(file);
       if (file.empty() || fp.is_absolute() ||
           std::any_of(fp.begin(), fp.end(), [](const fs::path& c) { return c == ".."; }))
         fail("{}: weight_map entry '{}' names shard '{}' outside the directory", ipath,
-             display_name(name), display_name(file));
+             printable_name(name), printable_name(file));
       shards[file].push_back(name);
     }
     if (shards.empty()) fail("{}: \"weight_map\" is empty", ipath);
@@ -291,14 +272,14 @@ TensorStore TensorStore::open_dir(const std::string& dir) {
     for (const auto& [shard, names] : shards) {
       const std::string spath = (root / shard).string();
       if (!fs::is_regular_file(spath, ec))
-        fail("{}: shard '{}' (holding tensor '{}') does not exist: {}", ipath, display_name(shard),
-             display_name(names.front()), spath);
+        fail("{}: shard '{}' (holding tensor '{}') does not exist: {}", ipath, printable_name(shard),
+             printable_name(names.front()), spath);
       store.files_.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::open(spath)));
       const SafetensorsFile& file = *store.files_.back();
       for (const auto& name : names)
         if (!file.find(name))
           fail("{}: tensor '{}' is listed in shard '{}' but {} does not contain it", ipath,
-               display_name(name), display_name(shard), spath);
+               printable_name(name), printable_name(shard), spath);
       add_file_tensors(file, store.index_);
     }
     return store;
@@ -332,13 +313,13 @@ TensorStore TensorStore::from_views(const std::string& dir, std::vector<TensorVi
     const auto nbytes = checked_nbytes(v.shape, v.dtype);
     if (!nbytes)
       fail("{}: tensor '{}': shape {} of {} is negative or overflows a 64-bit byte count", dir,
-           display_name(v.name), shape_string(v.shape), dtype_name(v.dtype));
+           printable_name(v.name), dims_string(v.shape), dtype_name(v.dtype));
     auto owned = std::make_unique<TensorView>(std::move(v));
     owned->data = nullptr;
     owned->nbytes = static_cast<size_t>(*nbytes);
     owned->file = store.views_dir_.get();
     if (!store.index_.emplace(owned->name, owned.get()).second)
-      fail("{}: tensor '{}' given twice", dir, display_name(owned->name));
+      fail("{}: tensor '{}' given twice", dir, printable_name(owned->name));
     store.owned_views_.push_back(std::move(owned));
   }
   return store;
@@ -351,7 +332,7 @@ const TensorView* TensorStore::find(const std::string& name) const {
 
 const TensorView& TensorStore::get(const std::string& name) const {
   const TensorView* v = find(name);
-  if (!v) fail("tensor '{}' not found in {}", display_name(name), dir_);
+  if (!v) fail("tensor '{}' not found in {}", printable_name(name), dir_);
   return *v;
 }
 
@@ -387,54 +368,12 @@ void TensorStore::populate_pages(const void* p, size_t n) const {
 
 namespace {
 
-// An output file descriptor that removes the temporary file unless committed.
-class TempFile {
- public:
-  explicit TempFile(std::string final_path) : final_(std::move(final_path)), tmp_(final_ + ".tmp") {
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail("cannot create {}: {}", tmp_, std::strerror(errno));
-  }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  void write(const void* p, size_t n) {
-    const char* c = static_cast<const char*>(p);
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, c, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        fail("cannot write {}: {}", tmp_, std::strerror(errno));
-      }
-      c += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
-
-  void commit() {
-    if (::fsync(fd_) != 0) fail("cannot sync {}: {}", tmp_, std::strerror(errno));
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    if (rc != 0) fail("cannot close {}: {}", tmp_, std::strerror(errno));
-    if (std::rename(tmp_.c_str(), final_.c_str()) != 0)
-      fail("cannot rename {} to {}: {}", tmp_, final_, std::strerror(errno));
-    committed_ = true;
-  }
-
- private:
-  std::string final_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
 
 std::string json_string(const std::string& s, const std::string& path, const std::string& what) {
   try {
     return json(s).dump();
   } catch (const json::exception& e) {
-    fail("{}: {} '{}' is not valid UTF-8: {}", path, what, display_name(s), e.what());
+    fail("{}: {} '{}' is not valid UTF-8: {}", path, what, printable_name(s), e.what());
   }
 }
 
@@ -460,12 +399,12 @@ void write_safetensors(const std::string& path, const std::vector<TensorSpec>& t
   uint64_t offset = 0;
   for (const auto& t : tensors) {
     if (t.name == "__metadata__") fail("{}: '__metadata__' is reserved, not a tensor name", path);
-    if (!names.insert(t.name).second) fail("{}: tensor '{}' declared twice", path, display_name(t.name));
+    if (!names.insert(t.name).second) fail("{}: tensor '{}' declared twice", path, printable_name(t.name));
     const auto nbytes = checked_nbytes(t.shape, t.dtype);
     if (!nbytes)
       fail("{}: tensor '{}': shape {} of {} is negative or overflows a 64-bit byte count", path,
-           display_name(t.name), shape_string(t.shape), dtype_name(t.dtype));
-    if (*nbytes > 0 && !t.fill) fail("{}: tensor '{}' has no fill function", path, display_name(t.name));
+           printable_name(t.name), dims_string(t.shape), dtype_name(t.dtype));
+    if (*nbytes > 0 && !t.fill) fail("{}: tensor '{}' has no fill function", path, printable_name(t.name));
     if (header.size() > 1) header += ',';
     header += json_string(t.name, path, "tensor name");
     header += fmt::format(":{{\"dtype\":\"{}\",\"shape\":{},\"data_offsets\":[{},{}]}}",
@@ -513,11 +452,11 @@ TensorSpec tensor_from_bytes(std::string name, DType dtype, std::vector<int64_t>
                              std::vector<std::byte> bytes) {
   const auto nbytes = checked_nbytes(shape, dtype);
   if (!nbytes)
-    fail("tensor '{}': shape {} of {} is negative or overflows a 64-bit byte count", display_name(name),
-         shape_string(shape), dtype_name(dtype));
+    fail("tensor '{}': shape {} of {} is negative or overflows a 64-bit byte count", printable_name(name),
+         dims_string(shape), dtype_name(dtype));
   if (*nbytes != bytes.size())
-    fail("tensor '{}': {} bytes given but shape {} of {} needs {}", display_name(name), bytes.size(),
-         shape_string(shape), dtype_name(dtype), *nbytes);
+    fail("tensor '{}': {} bytes given but shape {} of {} needs {}", printable_name(name), bytes.size(),
+         dims_string(shape), dtype_name(dtype), *nbytes);
   TensorSpec spec;
   spec.name = std::move(name);
   spec.dtype = dtype;

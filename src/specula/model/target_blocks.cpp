@@ -225,21 +225,26 @@ void TargetModel::attention_block(int64_t li, const ForwardStep& step, ForwardWo
   add_inplace(x, br, n * H);
 }
 
-// x += norm(mlp(norm(x))).
-void TargetModel::dense_mlp_block(int64_t li, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const {
+// branch = post_norm(mlp(pre_feedforward_layernorm(x))): the dense MLP of both feed-forward blocks.
+void TargetModel::mlp_branch(int64_t li, const std::vector<float>& post_norm, const ForwardStep& step,
+                             ForwardWorkspace& ws, ThreadPool& pool) const {
   const TargetLayerWeights& L = weights_.layers[static_cast<size_t>(li)];
   static const std::optional<WeightMatrix> kNotFused;
   const std::optional<WeightMatrix>& gate_up = fused_.empty() ? kNotFused : fused_[static_cast<size_t>(li)].gate_up;
   const int64_t n = step.rows();
   const int64_t H = weights_.hidden_size;
   const float eps = static_cast<float>(config().text.rms_norm_eps);
-  float* x = ws.x.data();
-  float* normed = ws.normed.data();
   float* br = ws.branch.data();
-  rms_norm_rows(pool, x, n, H, L.pre_feedforward_layernorm.data(), eps, normed);
-  geglu_mlp(normed, n, L.gate_proj, L.up_proj, L.down_proj, gate_up, ws.gate, ws.up, br, pool, options_.precision);
-  rms_norm_rows(pool, br, n, H, L.post_feedforward_layernorm.data(), eps, br);
-  add_inplace(x, br, n * H);
+  rms_norm_rows(pool, ws.x.data(), n, H, L.pre_feedforward_layernorm.data(), eps, ws.normed.data());
+  geglu_mlp(ws.normed.data(), n, L.gate_proj, L.up_proj, L.down_proj, gate_up, ws.gate, ws.up, br, pool,
+            options_.precision);
+  rms_norm_rows(pool, br, n, H, post_norm.data(), eps, br);
+}
+
+// x += norm(mlp(norm(x))).
+void TargetModel::dense_mlp_block(int64_t li, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const {
+  mlp_branch(li, weights_.layers[static_cast<size_t>(li)].post_feedforward_layernorm, step, ws, pool);
+  add_inplace(ws.x.data(), ws.branch.data(), step.rows() * weights_.hidden_size);
 }
 
 // x += norm(norm1(mlp(norm(x))) + norm2(sum_k w_k expert_k(norm'(x)))): the dense branch beside
@@ -247,20 +252,14 @@ void TargetModel::dense_mlp_block(int64_t li, const ForwardStep& step, ForwardWo
 // -> * per_expert_scale).
 void TargetModel::moe_mlp_block(int64_t li, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const {
   const TargetLayerWeights& L = weights_.layers[static_cast<size_t>(li)];
-  static const std::optional<WeightMatrix> kNotFused;
-  const std::optional<WeightMatrix>& gate_up = fused_.empty() ? kNotFused : fused_[static_cast<size_t>(li)].gate_up;
   const int64_t n = step.rows();
   const int64_t H = weights_.hidden_size;
   const float eps = static_cast<float>(config().text.rms_norm_eps);
   const Precision precision = options_.precision;
+  mlp_branch(li, L.post_feedforward_layernorm_1, step, ws, pool);  // the dense branch
   float* x = ws.x.data();
   float* normed = ws.normed.data();
   float* br = ws.branch.data();
-
-  // Dense branch.
-  rms_norm_rows(pool, x, n, H, L.pre_feedforward_layernorm.data(), eps, normed);
-  geglu_mlp(normed, n, L.gate_proj, L.up_proj, L.down_proj, gate_up, ws.gate, ws.up, br, pool, precision);
-  rms_norm_rows(pool, br, n, H, L.post_feedforward_layernorm_1.data(), eps, br);
 
   // Router.
   const int64_t E = static_cast<int64_t>(L.expert_gate.size());

@@ -133,6 +133,8 @@ class TargetModel {
   void run_step(const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const;
   void embed(const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const;
   void attention_block(int64_t layer, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const;
+  void mlp_branch(int64_t layer, const std::vector<float>& post_norm, const ForwardStep& step, ForwardWorkspace& ws,
+                  ThreadPool& pool) const;
   void dense_mlp_block(int64_t layer, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const;
   void moe_mlp_block(int64_t layer, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const;
   void per_layer_input_block(int64_t layer, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const;
