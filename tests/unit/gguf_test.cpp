@@ -18,6 +18,7 @@
 #include "specula/io/gguf_writer.h"
 #include "specula/kernels/ggml_quants.h"
 #include "specula/util/error.h"
+#include "error_of.h"
 
 namespace specula {
 namespace {
@@ -49,27 +50,8 @@ std::string as_string(const std::vector<std::byte>& b) {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
 }
 
-std::vector<std::byte> pattern_bytes(size_t n, unsigned seed) {
-  std::vector<std::byte> b(n);
-  for (size_t i = 0; i < n; ++i) b[i] = static_cast<std::byte>((i * 131 + seed * 17 + 7) & 0xff);
-  return b;
-}
-
-// Returns the message of the specula::Error that `f` throws; fails the test if it throws nothing
-// or something else.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected specula::Error, got std::exception: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected specula::Error, nothing thrown";
-  return {};
-}
+using test::error_of;
+using test::pattern_bytes;
 
 // The message of opening `bytes`, which must be rejected.
 std::string open_error(const std::string& bytes) {

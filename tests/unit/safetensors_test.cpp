@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "specula/util/error.h"
+#include "error_of.h"
 
 namespace specula {
 namespace {
@@ -64,27 +65,8 @@ std::string raw_file(const std::string& header, size_t data_len) {
   return le64(header.size()) + header + std::string(data_len, '\x5a');
 }
 
-std::vector<std::byte> pattern_bytes(size_t n, unsigned seed) {
-  std::vector<std::byte> b(n);
-  for (size_t i = 0; i < n; ++i) b[i] = static_cast<std::byte>((i * 131 + seed * 17 + 7) & 0xff);
-  return b;
-}
-
-// Returns the message of the specula::Error that `f` throws; fails the test if it throws nothing
-// or something else.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected specula::Error, got std::exception: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected specula::Error, nothing thrown";
-  return {};
-}
+using test::error_of;
+using test::pattern_bytes;
 
 // ---------------------------------------------------------------------------------------------
 // Round trips
