@@ -34,6 +34,7 @@ void run_logits(const LogitsArgs& a) {
   opts.prefill_chunk = a.prefill_chunk;
   opts.precision = parse_precision(a.precision);
   opts.packed_cache_dir = default_packed_cache_dir();
+  opts.load_threads = a.threads;
   auto model = TargetModel::load(a.model, opts);
   ThreadPool pool(a.threads);
   TargetCache cache = model->new_cache();

@@ -71,6 +71,7 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
   opts.max_context = b.max_context;
   opts.precision = parse_precision(b.precision);
   opts.packed_cache_dir = default_packed_cache_dir();
+  opts.load_threads = b.threads;
   const int64_t needed = so.gamma.automatic ? so.gamma.max_gamma : so.gamma.fixed;
   opts.rollback_reserve = std::max<int64_t>(opts.rollback_reserve, needed);
   const auto t0 = std::chrono::steady_clock::now();

@@ -22,6 +22,9 @@ namespace specula::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Requests each staggered client sends back to back.
+constexpr int64_t kStaggeredRequests = 3;
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -80,6 +83,44 @@ std::vector<StreamResult> run_together(Scheduler& scheduler, std::vector<Schedul
   for (auto& t : threads) t.join();
   if (!error.empty()) fail("bench: a concurrent generation failed: {}", error);
   return out;
+}
+
+// Clients arriving one after another, as at a server: client i submits its first request at
+// i * spacing_ms, then each next one as soon as its previous one has ended (a closed loop),
+// `requests` each. Returns every request's time to first token, from its own submission.
+std::vector<double> staggered_ttfts(Scheduler& scheduler, int clients, int64_t requests, double spacing_ms,
+                                    const std::function<ScheduledGeneration(int, int64_t)>& generation) {
+  std::vector<double> ttft;
+  std::vector<std::thread> threads;
+  std::mutex m;
+  std::string error;
+  const auto start = Clock::now();
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      std::this_thread::sleep_until(start + std::chrono::duration<double, std::milli>(spacing_ms * c));
+      for (int64_t r = 0; r < requests; ++r) {
+        ScheduledGeneration g = generation(c, r);
+        const auto submitted = Clock::now();
+        double first = -1.0;
+        g.options.on_emit = [&](int32_t, std::span<const float>) {
+          if (first < 0) first = ms_between(submitted, Clock::now());
+          return true;
+        };
+        try {
+          scheduler.run(std::move(g));
+        } catch (const std::exception& e) {
+          std::lock_guard lock(m);
+          error = e.what();
+          return;
+        }
+        std::lock_guard lock(m);
+        ttft.push_back(first);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (!error.empty()) fail("bench: a staggered client's generation failed: {}", error);
+  return ttft;
 }
 
 ConcurrencyFigure summarize(int c, bool speculative, const std::vector<StreamResult>& streams) {
@@ -154,6 +195,7 @@ ConcurrencyReport bench_concurrency(const std::string& model_dir, const std::str
   GammaChoice gamma = parse_gamma_choice(o.gamma);
   const int64_t max_gamma = gamma.automatic ? gamma.max_gamma : gamma.fixed;
   TargetOptions to;
+  to.load_threads = o.threads;
   to.precision = o.precision;
   to.packed_cache_dir = o.packed_cache_dir;
   to.rollback_reserve = std::max(to.rollback_reserve, max_gamma);
@@ -190,6 +232,21 @@ ConcurrencyReport bench_concurrency(const std::string& model_dir, const std::str
     for (int i = 0; i < most; ++i) reference[static_cast<size_t>(i)] = r[static_cast<size_t>(i)].result.tokens;
     log(fmt::format("reference continuations of {} streams: {:.1f} s", most, ms_between(t0, Clock::now()) / 1000));
   }
+
+  // One request alone: a request's length, which the staggered clients' arrivals divide evenly.
+  double solo_ms = 0.0;
+  {
+    Scheduler scheduler(*model, pool, SchedulerOptions{1, o.step_rows, false});
+    const auto t0 = Clock::now();
+    scheduler.run(plain_generation(0, o.tokens));
+    solo_ms = ms_between(t0, Clock::now());
+  }
+  auto staggered_generation = [&](int client, int64_t request) {
+    ScheduledGeneration g = plain_generation(0, o.tokens);
+    const auto id = static_cast<uint32_t>(1000 + client * kStaggeredRequests + request);
+    g.prompt = stream_prompt(o.prompt_tokens, o.seed + id, model->vocab_size());
+    return g;
+  };
 
   for (int c : o.concurrency) {
     for (bool speculative : {false, true}) {
@@ -229,6 +286,16 @@ ConcurrencyReport bench_concurrency(const std::string& model_dir, const std::str
       std::sort(runs.begin(), runs.end(),
                 [](const auto& a, const auto& b) { return a.aggregate_tok_per_s < b.aggregate_tok_per_s; });
       report.figures.push_back(runs[runs.size() / 2]);
+      if (!speculative) {
+        Scheduler scheduler(*model, pool, SchedulerOptions{c, o.step_rows, false});
+        const std::vector<double> t =
+            staggered_ttfts(scheduler, c, kStaggeredRequests, solo_ms / c, staggered_generation);
+        ConcurrencyFigure& f = report.figures.back();
+        f.staggered_ttft_p50_ms = percentile(t, 0.5);
+        f.staggered_ttft_p99_ms = percentile(t, 0.99);
+        log(fmt::format("concurrency {} staggered clients: TTFT p50 {:.0f} ms, p99 {:.0f} ms", c,
+                        f.staggered_ttft_p50_ms, f.staggered_ttft_p99_ms));
+      }
     }
   }
   for (ConcurrencyFigure& f : report.figures) {
@@ -241,6 +308,8 @@ ConcurrencyReport bench_concurrency(const std::string& model_dir, const std::str
         f.vs_plain = f.aggregate_tok_per_s / g.aggregate_tok_per_s;
       if (f.speculative && !g.speculative && g.concurrency == f.concurrency && g.decode_aggregate_tok_per_s > 0)
         f.decode_vs_plain = f.decode_aggregate_tok_per_s / g.decode_aggregate_tok_per_s;
+      if (!f.speculative && !g.speculative && g.concurrency == 1 && g.staggered_ttft_p50_ms > 0)
+        f.staggered_ttft_vs_one = f.staggered_ttft_p50_ms / g.staggered_ttft_p50_ms;
     }
   }
   model.reset();
@@ -266,7 +335,10 @@ nlohmann::json concurrency_json(const ConcurrencyReport& r) {
                        {"aggregate_vs_plain", f.vs_plain},
                        {"decode_aggregate_tok_per_s", f.decode_aggregate_tok_per_s},
                        {"decode_aggregate_vs_one_stream", f.decode_vs_one_stream},
-                       {"decode_aggregate_vs_plain", f.decode_vs_plain}});
+                       {"decode_aggregate_vs_plain", f.decode_vs_plain},
+                       {"staggered_ttft_p50_ms", f.staggered_ttft_p50_ms},
+                       {"staggered_ttft_p99_ms", f.staggered_ttft_p99_ms},
+                       {"staggered_ttft_vs_one_client", f.staggered_ttft_vs_one}});
   return {{"model", r.model_dir},
           {"drafter", r.drafter_dir},
           {"cpu_model", r.cpu_model},
@@ -291,17 +363,25 @@ std::string concurrency_markdown(const ConcurrencyReport& r) {
       r.drafter_dir.empty() ? "" : " + drafter " + r.drafter_dir, r.options.prompt_tokens, r.options.tokens,
       r.options.gamma, r.options.acceptance);
   out += "aggregate: every stream's tokens over the wall time (prefills included); decode aggregate: tokens/s "
-         "while all streams decode together (from the last first token to the first last token).\n\n";
+         "while all streams decode together (from the last first token to the first last token); TTFT: from the "
+         "common start. Staggered clients (plain): each of N clients sends " +
+         std::to_string(kStaggeredRequests) +
+         " requests back to back, the clients' first requests spread evenly over one request's length; TTFT from "
+         "each request's submission.\n\n";
   out += "| streams | mode | aggregate tok/s | x one stream | x plain | decode aggregate tok/s | x one stream | x plain | "
-         "per-stream tok/s | TTFT p50 ms | TTFT p99 ms | mean gamma | acceptance |\n"
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+         "per-stream tok/s | TTFT p50 ms | TTFT p99 ms | mean gamma | acceptance | staggered TTFT p50 ms | "
+         "x one client | staggered TTFT p99 ms |\n"
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   auto ratio = [](bool show, double v) { return show ? fmt::format("{:.2f}", v) : std::string("-"); };
   for (const ConcurrencyFigure& f : r.figures)
-    out += fmt::format("| {} | {} | {:.2f} | {:.2f} | {} | {:.2f} | {:.2f} | {} | {:.2f} | {:.0f} | {:.0f} | {} | {} |\n",
-                       f.concurrency, f.speculative ? "speculative" : "plain", f.aggregate_tok_per_s, f.vs_one_stream,
-                       ratio(f.speculative, f.vs_plain), f.decode_aggregate_tok_per_s, f.decode_vs_one_stream,
-                       ratio(f.speculative, f.decode_vs_plain), f.per_stream_tok_per_s, f.ttft_p50_ms, f.ttft_p99_ms,
-                       ratio(f.speculative, f.mean_gamma), ratio(f.speculative, f.acceptance_rate));
+    out += fmt::format(
+        "| {} | {} | {:.2f} | {:.2f} | {} | {:.2f} | {:.2f} | {} | {:.2f} | {:.0f} | {:.0f} | {} | {} | {} | {} | {} |\n",
+        f.concurrency, f.speculative ? "speculative" : "plain", f.aggregate_tok_per_s, f.vs_one_stream,
+        ratio(f.speculative, f.vs_plain), f.decode_aggregate_tok_per_s, f.decode_vs_one_stream,
+        ratio(f.speculative, f.decode_vs_plain), f.per_stream_tok_per_s, f.ttft_p50_ms, f.ttft_p99_ms,
+        ratio(f.speculative, f.mean_gamma), ratio(f.speculative, f.acceptance_rate),
+        f.speculative ? "-" : fmt::format("{:.0f}", f.staggered_ttft_p50_ms), ratio(!f.speculative, f.staggered_ttft_vs_one),
+        f.speculative ? "-" : fmt::format("{:.0f}", f.staggered_ttft_p99_ms));
   out += fmt::format("\n{:.0f} s\n", r.elapsed_s);
   return out;
 }

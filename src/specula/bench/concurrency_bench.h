@@ -7,6 +7,8 @@
 // (while every stream decodes), per-stream decode tok/s,
 // time to first token p50 / p99 (from the common start), and the speculative runs' mean gamma and
 // acceptance; ratios against one stream and against plain at the same concurrency, in one run.
+// Plain mode also runs staggered clients (each sends requests back to back, their first requests
+// spread over one request's length): the time to first token a server's users see.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -52,6 +54,11 @@ struct ConcurrencyFigure {
   double decode_aggregate_tok_per_s = 0.0;
   double decode_vs_one_stream = 0.0;
   double decode_vs_plain = 0.0;
+  // Plain only: clients arriving one after another, as at a server (bench_concurrency): TTFT of
+  // every request from its own submission, and p50 over the same figure for one client.
+  double staggered_ttft_p50_ms = 0.0;
+  double staggered_ttft_p99_ms = 0.0;
+  double staggered_ttft_vs_one = 0.0;
 };
 
 struct ConcurrencyReport {

@@ -83,6 +83,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
   to.max_context = options.max_context;
   to.precision = options.precision;
   to.packed_cache_dir = options.packed_cache_dir;
+  to.load_threads = options.threads;
   // The cache must be able to roll back every draft of the largest gamma a round may use.
   const int64_t needed = e->gamma_.automatic ? e->gamma_.max_gamma : e->gamma_.fixed;
   to.rollback_reserve = std::max(to.rollback_reserve, needed);

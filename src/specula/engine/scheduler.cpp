@@ -300,10 +300,9 @@ int64_t Scheduler::StepPlan::decoding() const {
 
 Scheduler::StepPlan Scheduler::plan_step(std::vector<Job*>& active) {
   StepPlan plan;
-  auto add = [&](Job* j, int64_t prefill_rows) {
-    const bool prefilling = j->session->prefilling();
+  auto add = [&](Job* j, bool prefilling, auto&& rows_of) {
     try {
-      plan.batch.push_back(j->session->next_step(prefill_rows, pool_));
+      plan.batch.push_back(rows_of());
       plan.jobs.push_back(j);
       plan.prefill.push_back(prefilling);
       return static_cast<int64_t>(plan.batch.back().tokens.size());
@@ -312,15 +311,66 @@ Scheduler::StepPlan Scheduler::plan_step(std::vector<Job*>& active) {
       return int64_t{0};
     }
   };
+  std::vector<Job*> decoding;
+  for (Job* j : active) {
+    if (j->session->finished() || j->session->prefilling()) continue;
+    try {
+      j->session->begin_round();
+      decoding.push_back(j);
+    } catch (...) {
+      j->error = std::current_exception();
+    }
+  }
+  draft_together(decoding);
   int64_t decode_rows = 0;
-  for (Job* j : active)
-    if (!j->session->finished() && !j->session->prefilling()) decode_rows += add(j, 1);
+  for (Job* j : decoding)
+    if (!j->error) decode_rows += add(j, false, [&] { return j->session->verify_rows(); });
   int64_t budget = std::max(step_rows_ - decode_rows, kMinPrefillRows);
   for (Job* j : active) {
     if (budget <= 0) break;
-    if (!j->session->finished() && j->session->prefilling()) budget -= add(j, budget);
+    if (!j->session->finished() && j->session->prefilling())
+      budget -= add(j, true, [&] { return j->session->next_step(budget, pool_); });
   }
   return plan;
+}
+
+// The drafts of every decoding sequence: draft step k of all sequences that use one drafter runs
+// as one batched drafter call (the drafter's weights stream once for all of them), and each
+// sequence is charged an equal share of its time.
+void Scheduler::draft_together(std::vector<Job*>& decoding) {
+  std::vector<Job*> jobs;
+  std::vector<DraftRow> rows;
+  for (;;) {
+    jobs.clear();
+    rows.clear();
+    const Drafter* drafter = nullptr;
+    for (Job* j : decoding) {
+      if (j->error) continue;
+      const std::optional<DraftRow> row = j->session->draft_row();
+      if (!row || (drafter != nullptr && j->generation.drafter != drafter)) continue;
+      drafter = j->generation.drafter;
+      jobs.push_back(j);
+      rows.push_back(*row);
+    }
+    if (rows.empty()) return;
+    const auto t0 = Clock::now();
+    std::vector<DraftStep> steps;
+    try {
+      steps = drafter->step_batch(rows, pool_);
+    } catch (...) {
+      for (Job* j : jobs) j->error = std::current_exception();
+      continue;
+    }
+    const double share =
+        std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / static_cast<double>(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      try {
+        jobs[i]->session->add_draft(std::move(steps[i]), share);
+      } catch (...) {
+        jobs[i]->error = std::current_exception();
+      }
+    }
+  }
 }
 
 // Several sequences in compute-bound steps: a draft row costs what a decoded row costs, so greedy

@@ -18,6 +18,9 @@
 // KV memory: with a budget (SchedulerOptions::kv_budget_bytes) a generation is admitted only when
 // its cache's largest size fits beside the others'; one that could never fit fails at once.
 //
+// Drafting: every decoding sequence's draft step k runs in one batched drafter call
+// (model/drafter.h step_batch), so the drafter's weights stream once per step for all of them.
+//
 // `--gamma auto` under load: each decoding sequence's rounds are priced at its share of the step
 // (engine/step_cost.h), and while several sequences share compute-bound steps greedy `auto`
 // sequences do not draft at all; a lone stream behaves as without batching. Sampled generations
@@ -106,6 +109,7 @@ class Scheduler {
   };
   void step(std::vector<Job*>& active);
   StepPlan plan_step(std::vector<Job*>& active);
+  void draft_together(std::vector<Job*>& decoding);
   void set_load_caps(const StepPlan& plan);
   void finish(Job& job);
   void fail(Job& job, std::exception_ptr error);

@@ -11,6 +11,7 @@
 #include "specula/kernels/quant.h"
 #include "specula/kernels/rms_norm.h"
 #include "specula/kernels/softmax.h"
+#include "specula/model/layer_ops.h"
 #include "specula/model/target_weights.h"
 #include "specula/util/error.h"
 
@@ -48,20 +49,15 @@ struct Drafter::Layer {
   float layer_scalar = 1.0f;
 };
 
+// Activations of a batched step's rows ([rows][width] each), grown and reused.
 struct Drafter::Workspace {
-  std::vector<float> concat, x, normed, q, attn, branch, gate, up, cos, sin, gathered, centroid_scores;
-  std::vector<int64_t> top;
+  std::vector<float> concat, x, normed, q, attn, branch, gate, up, cos, sin, gathered, centroid_scores, dense_scores;
+  std::vector<int64_t> positions, top;
   // Fast precision: the candidate rows of the centroid head copied in their stored format.
   std::vector<uint8_t> raw_rows, raw_scales, raw_biases;
 };
 
 namespace {
-
-// The drafter always runs one row. There the exact kernel is faster than the fast bf16 kernel
-// (two bf16 terms per activation), so bf16 matrices stay exact; quantized ones use `precision`.
-Precision step_precision(const WeightMatrix& w, Precision precision) {
-  return w.format == WeightFormat::BF16 ? Precision::Exact : precision;
-}
 
 std::vector<float> vector_of(const TensorView* t, int64_t length, const std::string& what) {
   if (t == nullptr) fail("drafter tensor {} is missing", what);
@@ -232,7 +228,8 @@ Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetMode
       for (WeightMatrix* w : {&L.q_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj}) fast.push_back(w);
     }
     std::erase_if(fast, [](const WeightMatrix* w) { return !packable(*w) || !fast_matmul_supported(*w); });
-    packed_ = pack_matrices(fast, ThreadPool::global());
+    ThreadPool pool(target.options().load_threads);
+    packed_ = pack_matrices(fast, pool);
   }
   // Every step reads all of the drafter's matrices, and its head scatters over the whole token
   // table, so map their pages in now (~5 ms at E4B size): left to first touches, they were faulted
@@ -254,85 +251,132 @@ Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetMode
 }
 
 DraftStep Drafter::step(int32_t token, const float* g, const TargetCache& cache, int64_t k, ThreadPool& pool) const {
-  const int64_t offset = cache.offset();
-  if (offset < 1) fail("drafter: the target cache is empty (prefill the prompt first)");
-  if (token < 0 || token >= vocab_) fail("drafter: token {} outside the vocabulary [0, {})", token, vocab_);
-  Workspace& ws = *ws_;
-  const int64_t h = hidden_;
-  const int64_t Hb = backbone_;
-  const Precision precision = target_.options().precision;
-  DraftStep out;
-  out.position = convention_ == DrafterConvention::Ollama ? offset - 1 : offset - 1 + k;
+  const DraftRow row{token, g, &cache, k};
+  return std::move(step_batch(std::span<const DraftRow>(&row, 1), pool).front());
+}
 
-  // Input: [target embedding * bf16(sqrt(H_b)), g] -> pre_projection.
-  const TargetWeights& tw = target_.weights();
-  ws.concat.resize(static_cast<size_t>(2 * Hb));
-  dequantize_row(tw.embed_tokens, token, ws.concat.data());
-  for (int64_t i = 0; i < Hb; ++i) ws.concat[static_cast<size_t>(i)] *= tw.embed_scale;
-  std::memcpy(ws.concat.data() + Hb, g, sizeof(float) * static_cast<size_t>(Hb));
-  ws.x.resize(static_cast<size_t>(h));
-  float* x = ws.x.data();
-  matmul(ws.concat.data(), 1, pre_projection_, x, pool, step_precision(pre_projection_, precision));
-
-  ws.normed.resize(static_cast<size_t>(h));
-  ws.branch.resize(static_cast<size_t>(h));
-  for (const Layer& L : layers_) {
-    const bool sliding = L.geometry.type == LayerType::Sliding;
-    const KvCache& kv = cache.for_layer(sliding ? sliding_donor_ : full_donor_);
-    const int64_t D = L.geometry.head_dim;
-    const int64_t heads = L.q_proj.rows / D;
-
-    rms_norm(x, 1, h, h, L.input_layernorm.data(), eps_, ws.normed.data(), h);
-    ws.q.resize(static_cast<size_t>(heads * D));
-    matmul(ws.normed.data(), 1, L.q_proj, ws.q.data(), pool, step_precision(L.q_proj, precision));
-    rms_norm_inplace(ws.q.data(), heads, D, L.q_norm.data(), eps_);
-    const int64_t pairs = L.rope.rotated_pairs();
-    ws.cos.resize(static_cast<size_t>(std::max<int64_t>(pairs, 1)));
-    ws.sin.resize(ws.cos.size());
-    rope_cos_sin(L.rope, out.position, ws.cos.data(), ws.sin.data());
-    rope_apply(ws.q.data(), heads, L.rope, ws.cos.data(), ws.sin.data());
-
-    ws.attn.resize(static_cast<size_t>(heads * D));
-    attention_key_range(ws.q.data(), heads, kv.view(), kv.view_begin(), offset, L.scale, ws.attn.data(), pool);
-    matmul(ws.attn.data(), 1, L.o_proj, ws.branch.data(), pool, step_precision(L.o_proj, precision));
-    rms_norm_inplace(ws.branch.data(), 1, h, L.post_attention_layernorm.data(), eps_);
-    for (int64_t i = 0; i < h; ++i) x[i] += ws.branch[static_cast<size_t>(i)];
-
-    rms_norm(x, 1, h, h, L.pre_feedforward_layernorm.data(), eps_, ws.normed.data(), h);
-    const int64_t I = L.gate_proj.rows;
-    ws.gate.resize(static_cast<size_t>(I));
-    ws.up.resize(static_cast<size_t>(I));
-    matmul(ws.normed.data(), 1, L.gate_proj, ws.gate.data(), pool, step_precision(L.gate_proj, precision));
-    matmul(ws.normed.data(), 1, L.up_proj, ws.up.data(), pool, step_precision(L.up_proj, precision));
-    gelu_tanh_mul(ws.gate.data(), ws.up.data(), ws.gate.data(), I);
-    matmul(ws.gate.data(), 1, L.down_proj, ws.branch.data(), pool, step_precision(L.down_proj, precision));
-    rms_norm_inplace(ws.branch.data(), 1, h, L.post_feedforward_layernorm.data(), eps_);
-    for (int64_t i = 0; i < h; ++i) x[i] = (x[i] + ws.branch[static_cast<size_t>(i)]) * L.layer_scalar;
+std::vector<DraftStep> Drafter::step_batch(std::span<const DraftRow> rows, ThreadPool& pool) const {
+  if (rows.empty()) fail("drafter: a step of no rows");
+  for (const DraftRow& r : rows) {
+    if (r.cache == nullptr || r.cache->offset() < 1)
+      fail("drafter: the target cache is empty (prefill the prompt first)");
+    if (r.token < 0 || r.token >= vocab_) fail("drafter: token {} outside the vocabulary [0, {})", r.token, vocab_);
   }
-  rms_norm_inplace(x, 1, h, final_norm_.data(), eps_);
-  out.post_projection.resize(static_cast<size_t>(Hb));
-  matmul(x, 1, post_projection_, out.post_projection.data(), pool, step_precision(post_projection_, precision));
-  head(x, out, pool);
+  Workspace& ws = *ws_;
+  const auto n = static_cast<int64_t>(rows.size());
+  const Linear linear{pool, target_.options().precision, true};
+  std::vector<DraftStep> out(rows.size());
+  ws.positions.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t offset = rows[i].cache->offset();
+    out[i].position = ws.positions[i] = convention_ == DrafterConvention::Ollama ? offset - 1 : offset - 1 + rows[i].k;
+  }
+  embed(rows, ws, linear);
+  for (const Layer& L : layers_) {
+    attention_block(L, rows, ws, linear);
+    mlp_block(L, n, ws, linear);
+  }
+  float* x = ws.x.data();
+  rms_norm_rows(pool, x, n, hidden_, final_norm_.data(), eps_, x);
+  ensure(ws.branch, n * backbone_);
+  linear(x, n, post_projection_, ws.branch.data());
+  for (int64_t i = 0; i < n; ++i)
+    out[static_cast<size_t>(i)].post_projection.assign(ws.branch.data() + i * backbone_,
+                                                       ws.branch.data() + (i + 1) * backbone_);
+  head(n, out, linear);
   return out;
 }
 
-void Drafter::head(const float* x, DraftStep& out, ThreadPool& pool) const {
+// Input: [target embedding * bf16(sqrt(H_b)), g] -> pre_projection.
+void Drafter::embed(std::span<const DraftRow> rows, Workspace& ws, const Linear& linear) const {
+  const TargetWeights& tw = target_.weights();
+  const auto n = static_cast<int64_t>(rows.size());
+  const int64_t Hb = backbone_;
+  ensure(ws.concat, n * 2 * Hb);
+  for (int64_t i = 0; i < n; ++i) {
+    float* c = ws.concat.data() + i * 2 * Hb;
+    dequantize_row(tw.embed_tokens, rows[static_cast<size_t>(i)].token, c);
+    for (int64_t j = 0; j < Hb; ++j) c[j] *= tw.embed_scale;
+    std::memcpy(c + Hb, rows[static_cast<size_t>(i)].hidden, sizeof(float) * static_cast<size_t>(Hb));
+  }
+  ensure(ws.x, n * hidden_);
+  linear(ws.concat.data(), n, pre_projection_, ws.x.data());
+}
+
+// x += norm(o_proj(attention(rope(norm(q_proj(norm(x)))), donor cache))): Q-only, every row over
+// its own sequence's donor keys [view_begin, offset), no mask.
+void Drafter::attention_block(const Layer& L, std::span<const DraftRow> rows, Workspace& ws,
+                              const Linear& linear) const {
+  const auto n = static_cast<int64_t>(rows.size());
+  const int64_t h = hidden_;
+  const int64_t D = L.geometry.head_dim;
+  const int64_t heads = L.q_proj.rows / D;
+  const int64_t pairs = L.rope.rotated_pairs();
+  const int donor = L.geometry.type == LayerType::Sliding ? sliding_donor_ : full_donor_;
+  ensure(ws.normed, n * h);
+  rms_norm_rows(linear.pool, ws.x.data(), n, h, L.input_layernorm.data(), eps_, ws.normed.data());
+  ensure(ws.q, n * heads * D);
+  linear(ws.normed.data(), n, L.q_proj, ws.q.data());
+  ensure(ws.cos, std::max<int64_t>(n * pairs, 1));
+  ensure(ws.sin, std::max<int64_t>(n * pairs, 1));
+  for (int64_t i = 0; i < n; ++i)
+    rope_cos_sin(L.rope, ws.positions[static_cast<size_t>(i)], ws.cos.data() + i * pairs, ws.sin.data() + i * pairs);
+  norm_and_rotate_heads(linear.pool, ws.q.data(), n, heads, D, L.q_norm.data(), eps_, L.rope, ws.cos.data(),
+                        ws.sin.data());
+  ensure(ws.attn, n * heads * D);
+  for (int64_t i = 0; i < n; ++i) {
+    const TargetCache& cache = *rows[static_cast<size_t>(i)].cache;
+    const KvCache& kv = cache.for_layer(donor);
+    attention_key_range(ws.q.data() + i * heads * D, heads, kv.view(), kv.view_begin(), cache.offset(), L.scale,
+                        ws.attn.data() + i * heads * D, linear.pool);
+  }
+  ensure(ws.branch, n * h);
+  linear(ws.attn.data(), n, L.o_proj, ws.branch.data());
+  add_normed_branch(linear.pool, ws.x.data(), ws.branch.data(), n, h, L.post_attention_layernorm.data(), eps_);
+}
+
+// x = (x + norm(mlp(norm(x)))) * layer_scalar.
+void Drafter::mlp_block(const Layer& L, int64_t n, Workspace& ws, const Linear& linear) const {
+  const int64_t h = hidden_;
+  float* x = ws.x.data();
+  rms_norm_rows(linear.pool, x, n, h, L.pre_feedforward_layernorm.data(), eps_, ws.normed.data());
+  geglu_mlp(ws.normed.data(), n, L.gate_proj, L.up_proj, L.down_proj, std::nullopt, ws.gate, ws.up, ws.branch.data(),
+            linear);
+  add_normed_branch(linear.pool, x, ws.branch.data(), n, h, L.post_feedforward_layernorm.data(), eps_);
+  if (L.layer_scalar != 1.0f)
+    for (int64_t i = 0; i < n * h; ++i) x[i] *= L.layer_scalar;
+}
+
+void Drafter::head(int64_t n, std::vector<DraftStep>& out, const Linear& linear) const {
   Workspace& ws = *ws_;
-  const Precision precision = target_.options().precision;
+  const float* x = ws.x.data();
   if (!checkpoint_->centroid_head) {
-    // Dense tied head: one logit per vocabulary id.
-    out.candidate_scores.resize(static_cast<size_t>(vocab_));
-    matmul(x, 1, embed_tokens_, out.candidate_scores.data(), pool, step_precision(embed_tokens_, precision));
-    out.candidate_ids.resize(static_cast<size_t>(vocab_));
-    for (int64_t i = 0; i < vocab_; ++i) out.candidate_ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-    out.token = static_cast<int32_t>(argmax(out.candidate_scores.data(), vocab_));
+    // Dense tied head: one logit per vocabulary id, every row's in one pass over the table.
+    ensure(ws.dense_scores, n * vocab_);
+    linear(x, n, embed_tokens_, ws.dense_scores.data());
+    for (int64_t r = 0; r < n; ++r) {
+      DraftStep& o = out[static_cast<size_t>(r)];
+      const float* scores = ws.dense_scores.data() + r * vocab_;
+      o.candidate_scores.assign(scores, scores + vocab_);
+      o.candidate_ids.resize(static_cast<size_t>(vocab_));
+      for (int64_t i = 0; i < vocab_; ++i) o.candidate_ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+      o.token = static_cast<int32_t>(argmax(scores, vocab_));
+    }
     return;
   }
   // Centroid head: score the clusters, keep the best top_clusters_, score their tokens only.
-  ws.centroid_scores.resize(static_cast<size_t>(clusters_));
-  matmul(x, 1, centroids_, ws.centroid_scores.data(), pool, step_precision(centroids_, precision));
+  ensure(ws.centroid_scores, n * clusters_);
+  linear(x, n, centroids_, ws.centroid_scores.data());
+  for (int64_t r = 0; r < n; ++r)
+    centroid_candidates(x + r * hidden_, ws.centroid_scores.data() + r * clusters_, out[static_cast<size_t>(r)], linear);
+}
+
+// One row's candidates: the tokens of its best clusters, scored against their embedding rows.
+void Drafter::centroid_candidates(const float* x, const float* cluster_scores, DraftStep& out,
+                                  const Linear& linear) const {
+  Workspace& ws = *ws_;
   ws.top.resize(static_cast<size_t>(top_clusters_));
-  top_k(ws.centroid_scores.data(), clusters_, top_clusters_, ws.top.data());
+  top_k(cluster_scores, clusters_, top_clusters_, ws.top.data());
   const int64_t n = top_clusters_ * cluster_size_;
   out.candidate_ids.resize(static_cast<size_t>(n));
   for (int64_t c = 0; c < top_clusters_; ++c)
@@ -345,11 +389,11 @@ void Drafter::head(const float* x, DraftStep& out, ThreadPool& pool) const {
   // weight to f32 exactly, so a dense table skips the f32 copy (twice the bytes) for the same
   // scores. Quantized rows in exact precision are dequantized to f32 as before.
   if (embed_tokens_.format != WeightFormat::Affine ||
-      (is_low_precision(step_precision(embed_tokens_, precision)) && fast_matmul_supported(embed_tokens_))) {
+      (is_low_precision(linear.precision_for(embed_tokens_)) && fast_matmul_supported(embed_tokens_))) {
     rows = gather_stored_rows(embed_tokens_, out.candidate_ids.data(), n, ws.raw_rows, ws.raw_scales, ws.raw_biases,
-                              pool);
+                              linear.pool);
   } else {
-    ws.gathered.resize(static_cast<size_t>(n * hidden_));
+    ensure(ws.gathered, n * hidden_);
     gather_rows(embed_tokens_, out.candidate_ids.data(), n, ws.gathered.data());
     rows.format = WeightFormat::F32;
     rows.rows = n;
@@ -357,7 +401,7 @@ void Drafter::head(const float* x, DraftStep& out, ThreadPool& pool) const {
     rows.data = ws.gathered.data();
   }
   out.candidate_scores.resize(static_cast<size_t>(n));
-  matmul(x, 1, rows, out.candidate_scores.data(), pool, step_precision(rows, precision));
+  linear(x, 1, rows, out.candidate_scores.data());
   // Best score, lowest vocabulary id among equal maxima (= argmax of the scattered logits).
   int64_t best = -1;
   for (int64_t i = 0; i < n; ++i) {

@@ -17,6 +17,7 @@
 // vocabulary-wide logits row) or the dense tied head (logits over the whole vocabulary).
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,16 @@ struct DraftStep {
   std::vector<DraftCandidate> top(size_t n) const;
 };
 
+// One sequence's draft step in a batched drafter call.
+struct DraftRow {
+  int32_t token = 0;                 // the token being extended
+  const float* hidden = nullptr;     // [H_b]: the backbone hidden input of this step
+  const TargetCache* cache = nullptr;
+  int64_t k = 0;                     // the step's index within its round
+};
+
+struct Linear;  // model/layer_ops.h
+
 class Drafter {
  public:
   // Loads the drafter checkpoint and checks it against the target (docs/gemma4.md §7); throws
@@ -75,11 +86,19 @@ class Drafter {
   // over the target's caches as they stand (nothing is written to them). Needs cache.offset() >= 1.
   // Uses an internal workspace: one caller at a time per Drafter.
   DraftStep step(int32_t token, const float* g, const TargetCache& cache, int64_t k, ThreadPool& pool) const;
+  // The draft steps of several sequences in one pass: every matmul runs once over all rows (the
+  // weights stream once), attention reads each row's own caches. Row i's results are the bytes
+  // step() gives it alone. Uses the internal workspace: one caller at a time per Drafter.
+  std::vector<DraftStep> step_batch(std::span<const DraftRow> rows, ThreadPool& pool) const;
 
  private:
   struct Layer;
   struct Workspace;
-  void head(const float* x, DraftStep& out, ThreadPool& pool) const;
+  void embed(std::span<const DraftRow> rows, Workspace& ws, const Linear& linear) const;
+  void attention_block(const Layer& L, std::span<const DraftRow> rows, Workspace& ws, const Linear& linear) const;
+  void mlp_block(const Layer& L, int64_t n, Workspace& ws, const Linear& linear) const;
+  void head(int64_t n, std::vector<DraftStep>& out, const Linear& linear) const;
+  void centroid_candidates(const float* x, const float* cluster_scores, DraftStep& out, const Linear& linear) const;
 
   std::unique_ptr<DrafterCheckpoint> checkpoint_;
   const TargetModel& target_;

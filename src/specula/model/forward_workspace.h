@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "specula/model/layer_ops.h"
 #include "specula/model/target_model.h"
 
 namespace specula {
@@ -58,9 +59,5 @@ struct ForwardWorkspace {
   std::vector<float> hidden, head_in, logits;
   ForwardStep step;         // forward()'s chunk, reused
 };
-
-inline void ensure(std::vector<float>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-}
 
 }  // namespace specula

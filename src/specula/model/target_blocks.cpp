@@ -14,61 +14,9 @@
 #include "specula/kernels/rope.h"
 #include "specula/kernels/softmax.h"
 #include "specula/model/forward_workspace.h"
+#include "specula/model/layer_ops.h"
 
 namespace specula {
-
-namespace {
-
-void add_inplace(float* x, const float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
-}
-
-// Row-wise work (norms, GeGLU) on every thread of the pool when there is enough of it (a prefill
-// chunk); less (a decode step's norms) runs on the calling thread, where a hand-off would cost more
-// than the work. Rows are independent, so the bytes do not depend on the split.
-constexpr int64_t kParallelElements = 65536;
-
-// (A template, so the decode path's calls run fn directly, with no std::function to build.)
-template <typename Fn>
-void for_rows(ThreadPool& pool, int64_t rows, int64_t row_elements, Fn&& fn) {
-  if (rows < 2 || rows * row_elements < kParallelElements || pool.size() == 1) return fn(0, rows);
-  pool.parallel_for(rows, 1, [&](int, int64_t begin, int64_t end) { fn(begin, end); });
-}
-
-// rms_norm over contiguous rows of `dim` (in place when y == x), split by rows as above.
-void rms_norm_rows(ThreadPool& pool, const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
-                   float* y) {
-  for_rows(pool, rows, dim, [&](int64_t r0, int64_t r1) {
-    rms_norm(x + r0 * dim, r1 - r0, dim, dim, weight, eps, y + r0 * dim, dim);
-  });
-}
-
-// down(gelu(gate(in)) * up(in)) for n rows -> out [n][down.rows]. `gate_up`: gate and up as one
-// packed matrix (model/fused_matrices.h), used when the fast kernels run it.
-void geglu_mlp(const float* in, int64_t n, const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
-               const std::optional<WeightMatrix>& gate_up, std::vector<float>& g, std::vector<float>& u, float* out,
-               ThreadPool& pool, Precision precision) {
-  const int64_t width = gate.rows;
-  ensure(g, n * width);
-  if (is_low_precision(precision) && gate_up && fast_matmul_supported(*gate_up)) {
-    ensure(u, n * 2 * width);
-    matmul(in, n, *gate_up, u.data(), pool, precision);  // row r: [gate | up]
-    for_rows(pool, n, width, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r)
-        gelu_tanh_mul(u.data() + r * 2 * width, u.data() + r * 2 * width + width, g.data() + r * width, width);
-    });
-  } else {
-    ensure(u, n * width);
-    matmul(in, n, gate, g.data(), pool, precision);
-    matmul(in, n, up, u.data(), pool, precision);
-    for_rows(pool, n, width, [&](int64_t r0, int64_t r1) {
-      gelu_tanh_mul(g.data() + r0 * width, u.data() + r0 * width, g.data() + r0 * width, (r1 - r0) * width);
-    });
-  }
-  matmul(g.data(), n, down, out, pool, precision);
-}
-
-}  // namespace
 
 void TargetModel::run_step(const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const {
   ws.rope_ready[0] = ws.rope_ready[1] = false;
@@ -112,7 +60,8 @@ void TargetModel::embed(const ForwardStep& step, ForwardWorkspace& ws, ThreadPoo
     if (id >= W.ple_vocab) id = 0;  // HF maps ids past the per-layer vocabulary to pad (0)
   }
   gather_rows(W.embed_tokens_per_layer, ws.ple_ids.data(), n, ws.ple_tok.data());
-  matmul(x, n, W.per_layer_model_projection, ws.ple.data(), pool, options_.precision);
+  const Linear linear{pool, options_.precision};
+  linear(x, n, W.per_layer_model_projection, ws.ple.data());
   const float eps = static_cast<float>(config().text.rms_norm_eps);
   const float proj_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
   const float tok_scale = static_cast<float>(std::sqrt(static_cast<double>(P)));
@@ -140,6 +89,7 @@ void TargetModel::attention_block(int64_t li, const ForwardStep& step, ForwardWo
   const int64_t kvw = nKV * D;
   const float eps = static_cast<float>(T.rms_norm_eps);
   const Precision precision = options_.precision;
+  const Linear linear{pool, precision};
 
   // RoPE tables for the step's positions, once per layer type.
   const int type = g.type == LayerType::Sliding ? 0 : 1;
@@ -170,7 +120,7 @@ void TargetModel::attention_block(int64_t li, const ForwardStep& step, ForwardWo
     ensure(ws.qkv, n * width);
     ensure(ws.k, n * kvw);
     ensure(ws.v, n * kvw);
-    matmul(normed, n, *F.qkv, ws.qkv.data(), pool, precision);
+    linear(normed, n, *F.qkv, ws.qkv.data());
     for (int64_t r = 0; r < n; ++r) {
       const float* row = ws.qkv.data() + r * width;
       std::memcpy(q + r * qw, row, sizeof(float) * qw);
@@ -178,24 +128,22 @@ void TargetModel::attention_block(int64_t li, const ForwardStep& step, ForwardWo
       if (!g.k_eq_v) std::memcpy(ws.v.data() + r * kvw, row + qw + kvw, sizeof(float) * kvw);
     }
   } else {
-    matmul(normed, n, L.q_proj, q, pool, precision);
+    linear(normed, n, L.q_proj, q);
   }
-  rms_norm_rows(pool, q, n * nH, D, L.q_norm.data(), eps, q);
-  for (int64_t r = 0; r < n; ++r) rope_apply(q + r * qw, nH, L.rope, rc + r * pairs, rs + r * pairs);
+  norm_and_rotate_heads(pool, q, n, nH, D, L.q_norm.data(), eps, L.rope, rc, rs);
 
   if (owns_kv) {
     ensure(ws.k, n * kvw);
     ensure(ws.v, n * kvw);
     float* k = ws.k.data();
     float* v = ws.v.data();
-    if (!fused_qkv) matmul(normed, n, *L.k_proj, k, pool, precision);
+    if (!fused_qkv) linear(normed, n, *L.k_proj, k);
     if (g.k_eq_v) {
       std::memcpy(v, k, sizeof(float) * n * kvw);  // V = the raw k_proj output, before k_norm
     } else if (!fused_qkv) {
-      matmul(normed, n, *L.v_proj, v, pool, precision);
+      linear(normed, n, *L.v_proj, v);
     }
-    rms_norm_rows(pool, k, n * nKV, D, L.k_norm.data(), eps, k);
-    for (int64_t r = 0; r < n; ++r) rope_apply(k + r * kvw, nKV, L.rope, rc + r * pairs, rs + r * pairs);
+    norm_and_rotate_heads(pool, k, n, nKV, D, L.k_norm.data(), eps, L.rope, rc, rs);
     rms_norm_rows(pool, v, n * nKV, D, nullptr, eps, v);  // scale-free v_norm, never rotated
     for (const ForwardStep::Sequence& s : step.sequences) {
       KvCache& kv = s.cache->for_layer(static_cast<int>(li));
@@ -220,9 +168,8 @@ void TargetModel::attention_block(int64_t li, const ForwardStep& step, ForwardWo
   }
   ensure(ws.branch, n * H);
   float* br = ws.branch.data();
-  matmul(ws.attn.data(), n, L.o_proj, br, pool, precision);
-  rms_norm_rows(pool, br, n, H, L.post_attention_layernorm.data(), eps, br);
-  add_inplace(x, br, n * H);
+  linear(ws.attn.data(), n, L.o_proj, br);
+  add_normed_branch(pool, x, br, n, H, L.post_attention_layernorm.data(), eps);
 }
 
 // branch = post_norm(mlp(pre_feedforward_layernorm(x))): the dense MLP of both feed-forward blocks.
@@ -236,15 +183,15 @@ void TargetModel::mlp_branch(int64_t li, const std::vector<float>& post_norm, co
   const float eps = static_cast<float>(config().text.rms_norm_eps);
   float* br = ws.branch.data();
   rms_norm_rows(pool, ws.x.data(), n, H, L.pre_feedforward_layernorm.data(), eps, ws.normed.data());
-  geglu_mlp(ws.normed.data(), n, L.gate_proj, L.up_proj, L.down_proj, gate_up, ws.gate, ws.up, br, pool,
-            options_.precision);
+  geglu_mlp(ws.normed.data(), n, L.gate_proj, L.up_proj, L.down_proj, gate_up, ws.gate, ws.up, br,
+            Linear{pool, options_.precision});
   rms_norm_rows(pool, br, n, H, post_norm.data(), eps, br);
 }
 
 // x += norm(mlp(norm(x))).
 void TargetModel::dense_mlp_block(int64_t li, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const {
   mlp_branch(li, weights_.layers[static_cast<size_t>(li)].post_feedforward_layernorm, step, ws, pool);
-  add_inplace(ws.x.data(), ws.branch.data(), step.rows() * weights_.hidden_size);
+  add_rows(ws.x.data(), ws.branch.data(), step.rows() * weights_.hidden_size);
 }
 
 // x += norm(norm1(mlp(norm(x))) + norm2(sum_k w_k expert_k(norm'(x)))): the dense branch beside
@@ -255,7 +202,7 @@ void TargetModel::moe_mlp_block(int64_t li, const ForwardStep& step, ForwardWork
   const int64_t n = step.rows();
   const int64_t H = weights_.hidden_size;
   const float eps = static_cast<float>(config().text.rms_norm_eps);
-  const Precision precision = options_.precision;
+  const Linear linear{pool, options_.precision};
   mlp_branch(li, L.post_feedforward_layernorm_1, step, ws, pool);  // the dense branch
   float* x = ws.x.data();
   float* normed = ws.normed.data();
@@ -272,7 +219,7 @@ void TargetModel::moe_mlp_block(int64_t li, const ForwardStep& step, ForwardWork
     for (int64_t j = 0; j < H; ++j) z[j] = z[j] * L.router_scale[j] * root;
   }
   ensure(ws.router_scores, n * E);
-  matmul(ws.router_in.data(), n, L.router_proj, ws.router_scores.data(), pool, precision);
+  linear(ws.router_in.data(), n, L.router_proj, ws.router_scores.data());
   ws.route_experts.resize(static_cast<size_t>(n * K));
   ensure(ws.route_weights, n * K);
   for (int64_t r = 0; r < n; ++r) {
@@ -300,7 +247,7 @@ void TargetModel::moe_mlp_block(int64_t li, const ForwardStep& step, ForwardWork
     for (int64_t j = 0; j < m; ++j)
       std::memcpy(ws.expert_in.data() + j * H, normed + (ws.expert_rows[j] / K) * H, sizeof(float) * H);
     geglu_mlp(ws.expert_in.data(), m, L.expert_gate[e], L.expert_up[e], L.expert_down[e], std::nullopt, ws.gate, ws.up,
-              ws.expert_out.data(), pool, precision);
+              ws.expert_out.data(), linear);
     for (int64_t j = 0; j < m; ++j)
       std::memcpy(ws.moe_out.data() + ws.expert_rows[j] * H, ws.expert_out.data() + j * H, sizeof(float) * H);
   }
@@ -316,9 +263,8 @@ void TargetModel::moe_mlp_block(int64_t li, const ForwardStep& step, ForwardWork
     }
   }
   rms_norm_rows(pool, f2, n, H, L.post_feedforward_layernorm_2.data(), eps, f2);
-  add_inplace(br, f2, n * H);
-  rms_norm_rows(pool, br, n, H, L.post_feedforward_layernorm.data(), eps, br);
-  add_inplace(x, br, n * H);
+  add_rows(br, f2, n * H);
+  add_normed_branch(pool, x, br, n, H, L.post_feedforward_layernorm.data(), eps);
 }
 
 // docs/gemma4.md §5.3 (per-layer input): x += norm(proj(gelu(gate(x)) * per_layer_input)).
@@ -333,15 +279,15 @@ void TargetModel::per_layer_input_block(int64_t li, const ForwardStep& step, For
   float* br = ws.branch.data();
   ensure(ws.gate, n * P);
   float* gt = ws.gate.data();
-  matmul(x, n, L.per_layer_input_gate, gt, pool, options_.precision);
+  const Linear linear{pool, options_.precision};
+  linear(x, n, L.per_layer_input_gate, gt);
   gelu_tanh_inplace(gt, n * P);
   for (int64_t r = 0; r < n; ++r) {
     const float* pli = ws.ple.data() + r * P * NL + li * P;
     for (int64_t j = 0; j < P; ++j) gt[r * P + j] *= pli[j];
   }
-  matmul(gt, n, L.per_layer_projection, br, pool, options_.precision);
-  rms_norm_rows(pool, br, n, H, L.post_per_layer_input_norm.data(), eps, br);
-  add_inplace(x, br, n * H);
+  linear(gt, n, L.per_layer_projection, br);
+  add_normed_branch(pool, x, br, n, H, L.post_per_layer_input_norm.data(), eps);
 }
 
 }  // namespace specula

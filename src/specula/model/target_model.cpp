@@ -78,7 +78,8 @@ void TargetModel::pack_for_fast_kernels() {
   PackedCacheOptions cache;
   cache.dir = options_.packed_cache_dir;
   cache.min_bytes = options_.packed_cache_min_bytes;
-  packed_ = load_packed_weights(store, fast, cache, ThreadPool::global(), [&store](const WeightMatrix& w) {
+  ThreadPool pool(options_.load_threads);
+  packed_ = load_packed_weights(store, fast, cache, pool, [&store](const WeightMatrix& w) {
     const auto groups = static_cast<size_t>(w.rows * w.groups_per_row()) * dtype_size(w.scale_dtype);
     store.release_pages(w.data, static_cast<size_t>(w.rows * w.row_bytes()));
     store.release_pages(w.scales, groups);

@@ -43,6 +43,9 @@ struct TargetOptions {
   // (model/packed_cache.h); empty = no cache file. The CLI sets default_packed_cache_dir().
   std::string packed_cache_dir;
   uint64_t packed_cache_min_bytes = 64ull << 20;  // smaller packed weights are not cached
+  // Threads of the load-time work (packing for the fast kernels, the drafter's too); 0 = every
+  // hardware thread. The CLI passes --threads.
+  int load_threads = 0;
 };
 
 // Which of the fed rows come back.

@@ -89,16 +89,70 @@ SequenceRows SpeculativeSession::next_step(int64_t max_prefill_rows, ThreadPool&
     rows.request.hidden = last && use_drafter_;
     return rows;
   }
+  begin_round();
+  while (const std::optional<DraftRow> row = draft_row()) {
+    const auto t0 = Clock::now();
+    DraftStep step = drafter_->step(row->token, row->hidden, cache_, row->k, pool);
+    add_draft(std::move(step), ms_since(t0));
+  }
+  return verify_rows();
+}
+
+void SpeculativeSession::begin_round() {
+  if (phase_ != Phase::Decode) fail("speculative: begin_round() outside decoding");
+  if (drafting_) fail("speculative: begin_round() while a round is being drafted");
   int64_t gamma = options_.gamma.automatic ? policy_.choose() : options_.gamma.fixed;
   // The scheduler's load cap applies to greedy `auto` only (sampled gamma must not follow timings).
   if (options_.gamma.automatic && greedy_) gamma = std::min(gamma, load_cap_);
-  gamma = std::min(gamma, model_.max_context() - cache_.offset() - 1);
-  const auto t0 = Clock::now();
-  propose(gamma, pool);
-  draft_ms_ = ms_since(t0);
+  round_gamma_ = std::min(gamma, model_.max_context() - cache_.offset() - 1);
+  drafting_ = true;
+  drafts_.clear();
+  qs_.clear();
+  draft_ms_ = 0.0;
+  if (round_gamma_ <= 0) return;
+  if (use_drafter_) {
+    draft_token_ = context_.back();
+    draft_hidden_ = g_;
+  } else {
+    const auto t0 = Clock::now();
+    drafts_ = prompt_lookup_drafts(context_, round_gamma_, options_.lookup);
+    draft_ms_ = ms_since(t0);
+  }
+}
+
+std::optional<DraftRow> SpeculativeSession::draft_row() const {
+  if (!drafting_ || !use_drafter_ || static_cast<int64_t>(drafts_.size()) >= round_gamma_) return std::nullopt;
+  return DraftRow{draft_token_, draft_hidden_.data(), &cache_, static_cast<int64_t>(drafts_.size())};
+}
+
+// A drafter step's result: its greedy token, or with sampling a token drawn from its candidates'
+// distribution q (kept for the verification); the next step chains its post_projection.
+void SpeculativeSession::add_draft(DraftStep step, double draft_ms) {
+  if (!draft_row()) fail("speculative: add_draft() with no draft step pending");
+  int32_t d = step.token;
+  if (!greedy_) {
+    qs_.push_back(
+        candidate_distribution(vocab_, step.candidate_ids, step.candidate_scores, options_.sampling.temperature));
+    d = qs_.back().sample(draft_rng_);
+  }
+  drafts_.push_back(d);
+  draft_token_ = d;
+  draft_hidden_ = std::move(step.post_projection);
+  draft_ms_ += draft_ms;
+}
+
+SequenceRows SpeculativeSession::verify_rows() {
+  if (!drafting_) fail("speculative: verify_rows() before begin_round()");
+  if (draft_row())
+    fail("speculative: verify_rows() while {} of {} drafts are missing",
+         round_gamma_ - static_cast<int64_t>(drafts_.size()), round_gamma_);
+  finish_proposals();
+  drafting_ = false;
   step_tokens_.assign(1, context_.back());  // the pending token: emitted, not yet fed
   step_tokens_.insert(step_tokens_.end(), drafts_.begin(), drafts_.end());
   chunk_rows_ = static_cast<int64_t>(step_tokens_.size());
+  SequenceRows rows;
+  rows.cache = &cache_;
   rows.tokens = step_tokens_;
   rows.request.rows = OutputRows::All;
   rows.request.logits = true;
@@ -106,31 +160,8 @@ SequenceRows SpeculativeSession::next_step(int64_t max_prefill_rows, ThreadPool&
   return rows;
 }
 
-// gamma drafts from the drafter (chained over its own post_projection) or prompt lookup; with
-// sampling, each with the distribution q it was drawn from.
-void SpeculativeSession::propose(int64_t gamma, ThreadPool& pool) {
-  drafts_.clear();
-  qs_.clear();
-  if (gamma > 0) {
-    if (use_drafter_) {
-      int32_t t = context_.back();
-      std::vector<float> g = g_;
-      for (int64_t k = 0; k < gamma; ++k) {
-        DraftStep step = drafter_->step(t, g.data(), cache_, k, pool);
-        int32_t d = step.token;
-        if (!greedy_) {
-          qs_.push_back(
-              candidate_distribution(vocab_, step.candidate_ids, step.candidate_scores, options_.sampling.temperature));
-          d = qs_.back().sample(draft_rng_);
-        }
-        drafts_.push_back(d);
-        g = std::move(step.post_projection);
-        t = d;
-      }
-    } else {
-      drafts_ = prompt_lookup_drafts(context_, gamma, options_.lookup);
-    }
-  }
+void SpeculativeSession::finish_proposals() {
+  const int64_t gamma = round_gamma_;
   if (options_.override_drafts) {
     options_.override_drafts(DraftRoundInfo{context_, prompt_.size(), res_.stats.rounds, gamma}, drafts_);
     if (static_cast<int64_t>(drafts_.size()) > gamma)

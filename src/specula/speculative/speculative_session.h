@@ -18,9 +18,11 @@
 #include <climits>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "specula/model/drafter.h"
 #include "specula/model/target_model.h"
 #include "specula/sample/rng.h"
 #include "specula/sample/token_distribution.h"
@@ -45,9 +47,21 @@ class SpeculativeSession {
   TargetCache& cache() const { return cache_; }
 
   // The rows of the next step: at most max_prefill_rows prompt tokens while prefilling (and never
-  // more than the cache's max_chunk), else the verify rows of a new round (drafting first).
+  // more than the cache's max_chunk), else the verify rows of a new round (drafting first, alone).
   // The returned span stays valid until complete_step().
   SequenceRows next_step(int64_t max_prefill_rows, ThreadPool& pool);
+
+  // A round drafted one drafter step at a time, so that a scheduler can run the draft steps of
+  // many sessions as one batched drafter call (model/drafter.h step_batch) — what next_step()
+  // does alone once prefill is over:
+  //   begin_round()   chooses gamma (prompt lookup proposes all drafts here);
+  //   draft_row()     the drafter step this round needs next, if any: give add_draft() its result
+  //                   and this session's share of that call's time, until draft_row() is empty;
+  //   verify_rows()   [pending token] + drafts, the rows of the verify step.
+  void begin_round();
+  std::optional<DraftRow> draft_row() const;
+  void add_draft(DraftStep step, double draft_ms);
+  SequenceRows verify_rows();
   // The output of the step next_step() described, and its wall time (for `--gamma auto`).
   void complete_step(const ForwardOutput& out, double step_ms);
   // Ends the session now (e.g. the request was cancelled between steps): stop_reason "callback".
@@ -61,7 +75,8 @@ class SpeculativeSession {
 
  private:
   enum class Phase { Prefill, Decode, Done };
-  void propose(int64_t gamma, ThreadPool& pool);
+  // The override's drafts (benchmarks) and the q of deterministic proposals, once drafting ends.
+  void finish_proposals();
   bool emit(int32_t token, const float* logits);
   bool step_done();
   void finish_prefill(const ForwardOutput& out);
@@ -92,6 +107,10 @@ class SpeculativeSession {
   Rng verify_rng_;
   Rng draft_rng_;
   AutoGamma policy_;
+  int64_t round_gamma_ = 0;        // drafts the current round asks for
+  bool drafting_ = false;          // between begin_round() and verify_rows()
+  int32_t draft_token_ = 0;        // the token the next drafter step extends
+  std::vector<float> draft_hidden_;  // and its backbone hidden input
   std::vector<int32_t> drafts_;
   std::vector<TokenDistribution> qs_;
   std::vector<int32_t> history_;
