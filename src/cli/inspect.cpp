@@ -60,7 +60,8 @@ std::string check_text(const ValueCheck& v) {
 // `blk.N.`), e.g. `ffn_down.weight: q4_K ×30, q6_K ×12`.
 std::map<std::string, std::map<std::string, int>> gguf_types_by_tensor(const std::string& file) {
   std::map<std::string, std::map<std::string, int>> out;
-  for (const GgufTensor& t : GgufFile::open(file).tensors()) {
+  const GgufFile gguf = GgufFile::open(file);
+  for (const GgufTensor& t : gguf.tensors()) {
     std::string kind = t.name;
     if (kind.starts_with("blk.")) {
       const size_t dot = kind.find('.', 4);
