@@ -1,6 +1,7 @@
 // Fuzz entry: GgufFile::from_bytes on an arbitrary file (the same parser GgufFile::open runs over
-// the mapping), then every metadata getter and the first row of each tensor through the
-// dequantizer. The input is copied to its own buffer, so ASan catches any read past its end.
+// the mapping), then every metadata getter, the first row of each tensor through the dequantizer
+// and the gemma4 config mapping. The input is copied to its own buffer, so ASan catches any read
+// past its end.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -8,8 +9,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "fuzz_entries.h"
 #include "specula/io/gguf.h"
+#include "specula/io/gguf_config.h"
 #include "specula/kernels/ggml_quants.h"
 #include "specula/util/error.h"
 
@@ -70,6 +74,8 @@ int fuzz_gguf(const uint8_t* data, size_t size) {
       }
     }
     if (sum == 0xdeadbeef) std::puts("");  // keeps the reads
+    // The gemma4 metadata mapping (io/gguf_config.h) reads keys and the rope_freqs tensor.
+    (void)gguf_target_config(file);
   } catch (const specula::Error&) {
   }
   return 0;

@@ -3,6 +3,7 @@
 // fails (exit 1) naming the tensors that hold NaN or infinity (io/tensor_check.h). A drafter that
 // does not fit the target also fails (exit 1), after the report that lists why.
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,7 +16,9 @@
 #include "cli/commands.h"
 #include "specula/io/checkpoint.h"
 #include "specula/io/checkpoint_summary.h"
+#include "specula/io/gguf.h"
 #include "specula/io/tensor_check.h"
+#include "specula/model/gguf_target.h"
 #include "specula/util/error.h"
 
 namespace specula::cli {
@@ -53,8 +56,34 @@ std::string check_text(const ValueCheck& v) {
   return out;
 }
 
+// GGUF files: the ggml types of each kind of tensor (layer tensors grouped by their name after
+// `blk.N.`), e.g. `ffn_down.weight: q4_K ×30, q6_K ×12`.
+std::map<std::string, std::map<std::string, int>> gguf_types_by_tensor(const std::string& file) {
+  std::map<std::string, std::map<std::string, int>> out;
+  const GgufFile gguf = GgufFile::open(file);
+  for (const GgufTensor& t : gguf.tensors()) {
+    std::string kind = t.name;
+    if (kind.starts_with("blk.")) {
+      const size_t dot = kind.find('.', 4);
+      if (dot != std::string::npos) kind = kind.substr(dot + 1);
+    }
+    ++out[kind][std::string(ggml_type_name(t.type))];
+  }
+  return out;
+}
+
+std::string gguf_types_text(const std::map<std::string, std::map<std::string, int>>& types) {
+  std::string out = "ggml types (tensor: type ×count):\n";
+  for (const auto& [kind, counts] : types) {
+    std::string line;
+    for (const auto& [type, n] : counts) line += fmt::format("{}{} ×{}", line.empty() ? "" : ", ", type, n);
+    out += fmt::format("  {}: {}\n", kind, line);
+  }
+  return out;
+}
+
 void run_inspect(const InspectArgs& a) {
-  const TargetCheckpoint target = load_target(a.dir);
+  const TargetCheckpoint target = load_any_target(a.dir);
   std::optional<DrafterCheckpoint> drafter;
   if (!a.draft_dir.empty()) drafter = load_drafter(a.draft_dir);
   const CheckpointSummary s = summarize_checkpoint(target, drafter ? &*drafter : nullptr);
@@ -63,13 +92,18 @@ void run_inspect(const InspectArgs& a) {
     checks.push_back({check_tensor_values(target.store), "target"});
     if (drafter) checks.push_back({check_tensor_values(drafter->store), "drafter"});
   }
+  const std::optional<std::string> gguf = gguf_file_of(a.dir);
+  std::map<std::string, std::map<std::string, int>> types;
+  if (gguf) types = gguf_types_by_tensor(*gguf);
   std::string text;
   if (a.json) {
     nlohmann::json doc = summary_json(s);
+    if (gguf) doc["gguf"] = {{"file", *gguf}, {"ggml_types", types}};
     for (const ValueCheck& v : checks) doc["value_check"][v.label] = check_json(v.result);
     text = doc.dump(2) + "\n";
   } else {
     text = format_summary(s);
+    if (gguf) text += gguf_types_text(types);
     for (const ValueCheck& v : checks) text += check_text(v);
   }
   std::fputs(text.c_str(), stdout);
@@ -89,7 +123,7 @@ void run_inspect(const InspectArgs& a) {
 void add_inspect_command(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* cmd = app.add_subcommand("inspect", "validate a checkpoint and summarize it (geometry, storage, bytes per token)");
-  cmd->add_option("dir", args->dir, "target checkpoint directory")->required();
+  cmd->add_option("dir", args->dir, "target checkpoint directory, .gguf file or directory holding one")->required();
   cmd->add_option("--draft", args->draft_dir, "drafter checkpoint directory (also checks compatibility)");
   cmd->add_flag("--json", args->json, "print JSON instead of text");
   cmd->add_flag("--check", args->check,

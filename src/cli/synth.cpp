@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "specula/io/checkpoint.h"
+#include "specula/synth/gguf_export.h"
 #include "specula/synth/plan.h"
 #include "specula/synth/presets.h"
 #include "specula/synth/writer.h"
@@ -35,6 +37,8 @@ struct SynthArgs {
   std::string tokenizer_dir;
   uint64_t max_shard_bytes = 5'000'000'000ull;
   bool progress = false;
+  std::string format = "safetensors";
+  std::string quant;  // GGUF matrix type; "" = f32
 };
 
 std::string quant_text(const synth::SynthOptions& o) {
@@ -69,14 +73,44 @@ void copy_tokenizer_files(const std::string& from, const std::string& to) {
   }
 }
 
+// --format gguf: the safetensors checkpoint is written to a scratch directory beside the output,
+// loaded (so validated) and converted; the GGUF file is the only thing left.
+void write_gguf(const SynthArgs& a, const synth::CheckpointPlan& target, const synth::WriteCheckpointOptions& wo) {
+  const synth::GgufMatrixType type = synth::parse_gguf_matrix_type(a.quant.empty() ? "f32" : a.quant);
+  namespace fs = std::filesystem;
+  const fs::path scratch = fs::path(a.out).concat(".safetensors-tmp");
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
+  try {
+    synth::write_checkpoint(target, scratch.string(), wo);
+    const TargetCheckpoint ck = load_target(scratch.string());
+    synth::GgufExportOptions eo;
+    eo.matrices = type;
+    eo.name = "specula-synth-" + a.preset;
+    synth::write_target_gguf(ck, a.out, eo);
+  } catch (...) {
+    fs::remove_all(scratch, ec);
+    throw;
+  }
+  fs::remove_all(scratch, ec);
+  std::printf("wrote %s: preset %s (GGUF, %s matrices, f32 vectors), seed %llu, %s\n", a.out.c_str(), a.preset.c_str(),
+              synth::gguf_matrix_type_name(type), static_cast<unsigned long long>(a.seed),
+              format_bytes(fs::file_size(a.out)).c_str());
+}
+
 void run_synth(const SynthArgs& a, bool group_given) {
+  if (a.format == "gguf" && (a.bits != 0 || !a.tokenizer_dir.empty()))
+    throw CLI::ValidationError("--format", "gguf takes --quant for the tensor type; --bits and --tokenizer are for "
+                                           "safetensors checkpoints");
+  if (a.format != "gguf" && !a.quant.empty())
+    throw CLI::ValidationError("--quant", "needs --format gguf (safetensors checkpoints take --bits)");
   if (group_given && a.bits == 0) {
     throw CLI::ValidationError("--group-size", "needs --bits (the group size only applies to quantized weights)");
   }
   synth::SynthOptions o;
   o.preset = a.preset;
   o.seed = a.seed;
-  o.dtype = a.dtype == "f32" ? DType::F32 : DType::BF16;
+  o.dtype = a.dtype == "f32" || a.format == "gguf" ? DType::F32 : DType::BF16;
   if (a.bits != 0) o.quant = QuantSpec{a.bits, a.group_size, "affine"};
   if (!a.naming.empty()) o.naming = a.naming == "hf" ? synth::Naming::Hf : synth::Naming::Mlx;
   if (a.vocab != 0) o.vocab = a.vocab;
@@ -95,11 +129,15 @@ void run_synth(const SynthArgs& a, bool group_given) {
   wo.progress_label = "target";
   // Checked before writing: every id the tokenizer can produce must have an embedding row.
   if (!a.tokenizer_dir.empty()) check_tokenizer_fits(a.tokenizer_dir, target.config.value("vocab_size", int64_t{0}));
-  const synth::WrittenCheckpoint t = synth::write_checkpoint(target, a.out, wo);
-  if (!a.tokenizer_dir.empty()) copy_tokenizer_files(a.tokenizer_dir, a.out);
-  std::printf("wrote %s: preset %s (%s), seed %llu, %zu tensors, %s in %zu file(s)\n", a.out.c_str(),
+  if (a.format == "gguf") {
+    write_gguf(a, target, wo);
+  } else {
+    const synth::WrittenCheckpoint t = synth::write_checkpoint(target, a.out, wo);
+    if (!a.tokenizer_dir.empty()) copy_tokenizer_files(a.tokenizer_dir, a.out);
+    std::printf("wrote %s: preset %s (%s), seed %llu, %zu tensors, %s in %zu file(s)\n", a.out.c_str(),
               a.preset.c_str(), quant_text(o).c_str(), static_cast<unsigned long long>(a.seed), t.tensor_count,
               format_bytes(t.tensor_bytes).c_str(), t.weight_files.size());
+  }
   if (drafter) {
     wo.progress_label = "drafter";
     const synth::WrittenCheckpoint d = synth::write_checkpoint(*drafter, a.drafter_dir, wo);
@@ -144,6 +182,13 @@ void add_synth_command(CLI::App& app) {
                   "split the weights into model-0000N-of-0000M.safetensors shards above this size")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--format", args->format, "checkpoint format: safetensors (a directory) or gguf (--out is the .gguf file)")
+      ->check(CLI::IsMember({"safetensors", "gguf"}))
+      ->capture_default_str();
+  cmd->add_option("--quant", args->quant, "GGUF matrix type: f32 (default), bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k (vectors stay "
+                  "f32; "
+                  "rows too short for the type's block stay f32)")
+      ->check(CLI::IsMember({"f32", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"}));
   cmd->add_flag("--progress", args->progress, "draw the progress bar even when stderr is not a terminal");
   cmd->callback([args, group] { run_synth(*args, group->count() > 0); });
 }

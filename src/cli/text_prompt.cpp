@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "specula/model/gguf_target.h"
 #include "specula/text/chat_template.h"
 #include "specula/util/error.h"
 
@@ -22,7 +23,7 @@ bool text_prompt_requested(const TextPromptArgs& a) {
 }
 
 text::Tokenizer load_model_tokenizer(const std::string& model_dir) {
-  const std::filesystem::path file = std::filesystem::path(model_dir) / "tokenizer.json";
+  const std::filesystem::path file = std::filesystem::path(model_files_dir(model_dir)) / "tokenizer.json";
   if (!std::filesystem::is_regular_file(file)) {
     fail("{} not found: text prompts need the checkpoint's tokenizer (give token ids with --tokens instead)",
          file.string());
@@ -39,7 +40,7 @@ std::vector<int32_t> encode_text_prompt(const text::Tokenizer& tokenizer, const 
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
   messages.push_back({{"role", "user"}, {"content", a.prompt}});
-  const ChatTemplate chat_template = ChatTemplate::from_model_dir(model_dir);
+  const ChatTemplate chat_template = ChatTemplate::from_model_dir(model_files_dir(model_dir));
   const std::string rendered = chat_template.render(messages, nullptr, /*add_generation_prompt=*/true);
   return tokenizer.encode(rendered, /*add_special_tokens=*/false);
 }

@@ -13,6 +13,7 @@
 #include "specula/engine/text_stream.h"
 #include "specula/model/target_model.h"
 #include "specula/model/drafter.h"
+#include "specula/model/gguf_target.h"
 #include "specula/text/chat_template.h"
 #include "specula/text/tokenizer.h"
 #include "specula/util/error.h"
@@ -105,7 +106,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
                     e->drafter_->centroid_head() ? "centroid" : "dense", ms_since(t0)));
   }
 
-  const fs::path dir(options.model_dir);
+  const fs::path dir(model_files_dir(options.model_dir));
   if (fs::is_regular_file(dir / "tokenizer.json")) {
     t0 = Clock::now();
     e->tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::load((dir / "tokenizer.json").string()));

@@ -255,4 +255,23 @@ void GgufWriter::write(const std::string& path, size_t chunk_bytes) const {
   file.commit();
 }
 
+bool GgufWriter::remove_key(const std::string& key) {
+  const auto it = std::find_if(values_.begin(), values_.end(), [&](const Value& v) { return v.key == key; });
+  if (it == values_.end()) return false;
+  values_.erase(it);
+  return true;
+}
+
+bool GgufWriter::remove_tensor(const std::string& name) {
+  const auto it = std::find_if(tensors_.begin(), tensors_.end(), [&](const Tensor& t) { return t.name == name; });
+  if (it == tensors_.end()) return false;
+  tensors_.erase(it);
+  data_size_ = 0;  // lay the remaining tensors out again
+  for (Tensor& t : tensors_) {
+    t.offset = align_up(data_size_, alignment_);
+    data_size_ = t.offset + t.nbytes;
+  }
+  return true;
+}
+
 }  // namespace specula

@@ -51,6 +51,10 @@ class GgufWriter {
   void add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> dims, std::vector<std::byte> bytes);
   void add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> dims, Fill fill);
 
+  // Drops a key or a tensor (later tensors move up); false when there was none of that name.
+  bool remove_key(const std::string& key);
+  bool remove_tensor(const std::string& name);
+
   // The whole file in memory (small files: tests, fuzz seeds).
   std::vector<std::byte> bytes() const;
   // Writes atomically (to path + ".tmp", then rename), tensor data in chunks of about

@@ -11,6 +11,7 @@
 #include "specula/kernels/softmax.h"
 #include "specula/model/forward_workspace.h"
 #include "specula/model/fused_matrices.h"
+#include "specula/model/gguf_target.h"
 #include "specula/model/logits_check.h"
 #include "specula/util/error.h"
 
@@ -22,7 +23,7 @@ ForwardScratch::ForwardScratch(ForwardScratch&&) noexcept = default;
 ForwardScratch& ForwardScratch::operator=(ForwardScratch&&) noexcept = default;
 
 std::unique_ptr<TargetModel> TargetModel::load(const std::string& dir, const TargetOptions& options) {
-  auto ck = std::make_unique<TargetCheckpoint>(load_target(dir));
+  auto ck = std::make_unique<TargetCheckpoint>(load_any_target(dir));
   return std::make_unique<TargetModel>(std::move(ck), options);
 }
 

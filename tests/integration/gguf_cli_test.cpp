@@ -1,0 +1,39 @@
+// GGUF files through the real binary: `synth --format gguf` writes one, `inspect` shows its ggml
+// types, `run` generates from it, and a missing file is a runtime error (exit 1).
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "../unit/temp_dir.h"
+#include "cli_runner.h"
+
+namespace specula {
+namespace {
+
+using specula::test::run_cli;
+
+TEST(GgufCli, SynthInspectAndRun) {
+  const test::ScopedTempDir tmp("specula-gguf-cli");
+  const std::string file = tmp.file("tiny.gguf");
+  const auto synth = run_cli("synth --preset tiny-dense --format gguf --quant q4_0 --out " + file);
+  ASSERT_EQ(synth.code, 0) << synth.out;
+  EXPECT_NE(synth.out.find("GGUF, q4_0 matrices"), std::string::npos) << synth.out;
+
+  const auto inspect = run_cli("inspect " + file + " --json");
+  ASSERT_EQ(inspect.code, 0) << inspect.out;
+  const nlohmann::json doc = nlohmann::json::parse(inspect.out);
+  EXPECT_EQ(doc.at("gguf").at("ggml_types").at("attn_q.weight").at("q4_0"), 6);  // every layer
+  EXPECT_EQ(doc.at("gguf").at("ggml_types").at("attn_norm.weight").at("f32"), 6);
+
+  const auto run = run_cli("run --model " + file + " --tokens 2,17,99,5 --max-tokens 6 --ignore-eos --json "
+                           "--threads 1 --precision exact");
+  ASSERT_EQ(run.code, 0) << run.out;
+  EXPECT_EQ(nlohmann::json::parse(run.out).at("tokens").size(), 6u);
+
+  const auto bad = run_cli("run --model " + tmp.path().string() + "/missing.gguf --tokens 2 --max-tokens 1");
+  EXPECT_EQ(bad.code, 1);
+}
+
+}  // namespace
+}  // namespace specula
