@@ -249,7 +249,9 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--max-tokens", args->max_tokens, "tokens to generate")
       ->check(in_range(limits::kMaxTokens))
       ->capture_default_str();
-  cmd->add_option("--gamma", args->gamma, "drafts per round: N, or 'auto'")->check(gamma_value())->capture_default_str();
+  cmd->add_option("--gamma", args->gamma, "drafts per round: N, or 'auto'")
+      ->check(gamma_value())
+      ->capture_default_str();
   cmd->add_option("--cache-dir", args->cache_dir,
                   "where the synthetic pair is kept (default: $XDG_CACHE_HOME/specula/demo or ~/.cache/specula/demo)");
   cmd->add_option("--tokenizer", args->tokenizer_dir,

@@ -106,7 +106,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--model", args->engine.model_dir, "target checkpoint directory")->required();
   cmd->add_option("--draft", args->engine.draft, "drafter checkpoint directory, or 'lookup' (prompt lookup)");
   cmd->add_option("--gamma", args->engine.gamma,
-                  "default draft length: N or 'auto' (a request may ask for at most this N; 8 with auto)")
+                  "default draft length: N or 'auto' (a request may ask for up to the larger of 16 and N)")
       ->check(gamma_value())
       ->capture_default_str();
   cmd->add_option("--drafter-compat", args->engine.drafter_compat, "drafter conventions: ollama | mlx-bun")

@@ -327,12 +327,13 @@ TEST_F(Server, SeedsGammaReserveModelByIdCorsAccessLogAndAHungUpClient) {
   EXPECT_EQ(again["usage"]["specula"]["seed"], a["usage"]["specula"]["seed"]);
   EXPECT_EQ(again["choices"][0]["text"], a["choices"][0]["text"]);
 
-  // A gamma beyond the caches' rollback reserve (--gamma 4) is refused before queueing.
-  auto g = post(s, "/v1/completions", json{{"prompt", "x"}, {"gamma", 5}}.dump());
+  // A gamma beyond the caches' rollback reserve (16: the default, larger than --gamma 4) is refused
+  // before queueing.
+  auto g = post(s, "/v1/completions", json{{"prompt", "x"}, {"gamma", 17}}.dump());
   ASSERT_TRUE(g);
   EXPECT_EQ(g->status, 400);
   EXPECT_EQ(json::parse(g->body)["error"]["param"], "gamma");
-  EXPECT_NE(g->body.find("[0, 4]"), std::string::npos) << g->body;
+  EXPECT_NE(g->body.find("[0, 16]"), std::string::npos) << g->body;
 
   // GET /v1/models/{id}.
   auto m = c.Get("/v1/models/model");

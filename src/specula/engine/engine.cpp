@@ -70,7 +70,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
   limits::require_in("engine: parallel", options.parallel, limits::kParallel);
   limits::require_in("engine: step rows", options.step_rows, limits::kStepRows);
   limits::require_in("engine: KV budget (MiB)", options.kv_budget_mb, limits::kKvBudgetMb);
-  if (const std::string error = limits::gamma_text_error(options.gamma); !error.empty()) fail("engine: gamma {}", error);
+  if (const std::string error = limits::gamma_text_error(options.gamma); !error.empty())
+    fail("engine: gamma {}", error);
 
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;

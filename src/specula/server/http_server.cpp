@@ -109,8 +109,9 @@ const ServerOptions& checked(const ServerOptions& o) {
     fail("serve: --max-connections {} is above the limit of {} (each connection has its own thread)",
          o.max_connections, kMaxConnectionsLimit);
   }
-  if (o.read_timeout_s < 1 || o.read_timeout_s > 3600) {
-    fail("serve: --read-timeout-s {} must be between 1 and 3600 seconds", o.read_timeout_s);
+  if (!limits::contains(limits::kReadTimeoutSeconds, o.read_timeout_s)) {
+    fail("serve: --read-timeout-s {} is not in {} seconds", o.read_timeout_s,
+         limits::describe(limits::kReadTimeoutSeconds));
   }
   return o;
 }
