@@ -120,10 +120,6 @@ std::optional<int64_t> get_int(const ojson& obj, const char* key, int64_t lo, in
   return as_integer(v, key, lo, hi);
 }
 
-std::optional<int64_t> get_int(const ojson& obj, const char* key, const limits::IntRange& range) {
-  return get_int(obj, key, range.lo, range.hi);
-}
-
 std::optional<std::string> get_string(const ojson& obj, const char* key) {
   const ojson& v = field(obj, key);
   if (v.is_null()) return std::nullopt;
