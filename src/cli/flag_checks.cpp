@@ -5,6 +5,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "specula/io/config.h"
 
