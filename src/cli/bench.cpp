@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "specula/bench/bench_report.h"
 #include "specula/bench/bench_suite.h"
 #include "specula/bench/concurrency_bench.h"
@@ -168,7 +169,7 @@ void add_bench_command(CLI::App& app) {
                   "~/.cache/specula/bench)");
   cmd->add_option("--threads", args->threads, "thread counts, e.g. 1,2")
       ->delimiter(',')
-      ->check(CLI::Range(1, 1024))
+      ->check(in_range(limits::IntRange{1, limits::kThreads.hi}))
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "print one JSON object instead of the markdown tables");
   cmd->add_option("--precision", args->precision, "matmul precision: exact (f32), fast (low-precision activations) or int8 (int8 activations for quantized matrices)")
@@ -194,10 +195,11 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   cmd->add_option("--gamma", args->gamma, "with --concurrency: the speculative streams' gamma (N or auto)")
+      ->check(gamma_value())
       ->capture_default_str();
   cmd->add_option("--step-rows", args->step_rows, "with --concurrency: the scheduler's row budget per step (0 = the "
                   "prefill chunk)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(in_range(limits::kStepRows));
   cmd->callback([args] {
     if (!args->concurrency.empty()) return run_concurrency_bench(*args);
     run_bench(*args);

@@ -17,7 +17,6 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -26,8 +25,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "specula/engine/engine.h"
 #include "specula/model/packed_cache.h"
+#include "specula/sample/rng.h"
+#include "specula/speculative/acceptance_check.h"
 #include "specula/util/error.h"
 
 namespace specula::cli {
@@ -191,7 +193,7 @@ int run_chat(const ChatArgs& a) {
   SamplingParams sampling = apply_overrides(engine->default_sampling(), a.sampling);
   // Without --seed each chat draws its own seed; with it, turn i uses seed + i (reproducible).
   const bool seeded = a.sampling.seed.has_value();
-  const uint64_t seed0 = seeded ? *a.sampling.seed : std::random_device{}();
+  const uint64_t seed0 = seeded ? *a.sampling.seed : fresh_seed();
   const bool speculative = !a.draft.empty();
 
   install_sigint_handler();
@@ -199,7 +201,7 @@ int run_chat(const ChatArgs& a) {
   write_err(fmt::format("specula chat: {} (draft: {}, {}). /help for commands, Ctrl-D to exit.\n",
                         engine->model_name(), engine->draft_description(),
                         sampling.greedy() ? std::string("greedy")
-                                          : fmt::format("temperature {}", sampling.temperature)));
+                                          : fmt::format("temperature {}, seed {}", sampling.temperature, seed0)));
 
   auto fresh_conversation = [&] {
     nlohmann::ordered_json m = nlohmann::ordered_json::array();
@@ -208,6 +210,8 @@ int run_chat(const ChatArgs& a) {
   };
   nlohmann::ordered_json messages = fresh_conversation();
   uint64_t turn = 0;
+  int64_t drafted = 0, accepted = 0;  // over the whole chat, for the mismatched-drafter warning
+  bool warned = false;
   std::string line;
   for (;;) {
     g_interrupted = 0;  // before the prompt appears: a Ctrl-C typed once it shows must count
@@ -257,6 +261,13 @@ int run_chat(const ChatArgs& a) {
     if (result.text.empty() || result.text.back() != '\n') write_out("\n");
     messages.push_back({{"role", "assistant"}, {"content", result.text}});
     write_err(stats_line(result, speculative));
+    drafted += result.stats.drafted;
+    accepted += result.stats.accepted;
+    if (!warned && a.draft != "lookup") {
+      const std::string warning = no_acceptance_warning(drafted, accepted, a.draft);
+      warned = !warning.empty();
+      if (warned) write_err(warning + "\n");
+    }
   }
 }
 
@@ -268,33 +279,39 @@ void add_chat_command(CLI::App& app) {
   cmd->add_option("--model", args->model, "target checkpoint directory (with tokenizer.json and a chat template)")
       ->required();
   cmd->add_option("--draft", args->draft, "speculative decoding: a drafter checkpoint directory, or 'lookup'");
-  cmd->add_option("--gamma", args->gamma, "drafts per round: N, or 'auto' (default)");
+  cmd->add_option("--gamma", args->gamma, "drafts per round: N, or 'auto' (default)")->check(gamma_value());
   cmd->add_option("--drafter-compat", args->drafter_compat, "drafter semantics: 'ollama' (default) or 'mlx-bun'")
       ->check(CLI::IsMember({"ollama", "mlx-bun"}));
   cmd->add_option("--system", args->system, "system message at the start of the conversation");
   cmd->add_option("--max-tokens", args->max_tokens, "longest answer in tokens")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->check(in_range(limits::kMaxTokens))
       ->capture_default_str();
   auto& s = args->sampling;
   cmd->add_option("--temperature", s.temperature, "sampling temperature (0 = greedy; default: generation_config.json)")
-      ->check(CLI::Range(0.0, 100.0));
-  cmd->add_option("--top-k", s.top_k, "keep the k most likely tokens (0 = off)")->check(CLI::Range(0, 1 << 30));
-  cmd->add_option("--top-p", s.top_p, "nucleus sampling mass (1 = off)")->check(CLI::Range(0.0, 1.0));
+      ->check(in_range(limits::kTemperature));
+  cmd->add_option("--top-k", s.top_k, "keep the k most likely tokens (0 = off)")->check(in_range(limits::kTopK));
+  cmd->add_option("--top-p", s.top_p, "nucleus sampling mass (1 = off)")->check(in_range(limits::kTopP));
   cmd->add_option("--min-p", s.min_p, "drop tokens below min_p * the top probability (0 = off)")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--repetition-penalty", s.repetition_penalty, "HF repetition penalty (1 = off)");
-  cmd->add_option("--presence-penalty", s.presence_penalty, "OpenAI presence penalty (0 = off)");
-  cmd->add_option("--frequency-penalty", s.frequency_penalty, "OpenAI frequency penalty (0 = off)");
+      ->check(in_range(limits::kMinP));
+  cmd->add_option("--repetition-penalty", s.repetition_penalty, "HF repetition penalty (1 = off)")
+      ->check(in_range(limits::kRepetitionPenalty));
+  cmd->add_option("--presence-penalty", s.presence_penalty, "OpenAI presence penalty (0 = off)")
+      ->check(in_range(limits::kPresencePenalty));
+  cmd->add_option("--frequency-penalty", s.frequency_penalty, "OpenAI frequency penalty (0 = off)")
+      ->check(in_range(limits::kFrequencyPenalty));
   cmd->add_option("--seed", s.seed, "sampling seed (turn i uses seed + i; default: random)");
-  cmd->add_option("--threads", args->threads, "worker threads (0 = one per hardware thread)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--threads", args->threads, "worker threads (0 = one per hardware thread)")
+      ->check(in_range(limits::kThreads));
   cmd->add_option("--precision", args->precision, "matmul precision: 'fast' (default), 'exact' or 'int8'")
       ->check(CLI::IsMember({"exact", "fast", "int8"}));
   cmd->add_option("--chat-template", args->chat_template, "a Jinja chat template file replacing the checkpoint's");
   cmd->add_option("--ctx", args->ctx, "context limit in tokens (0 = the model's max_position_embeddings)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+      ->check(in_range(limits::kContext));
   cmd->add_option("--prefill-chunk", args->prefill_chunk, "rows per prefill forward step")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->check(in_range(limits::kPrefillChunk));
   cmd->callback([args] {
+    warn_if_threads_above_cores("--threads", args->threads);
+    check_context_flag("--ctx", args->ctx, args->model);
     const int code = run_chat(*args);
     if (code != 0) throw CLI::RuntimeError(code);
   });

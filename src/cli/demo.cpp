@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "specula/engine/engine.h"
 #include "specula/model/packed_cache.h"
 #include "specula/synth/plan.h"
@@ -246,16 +247,22 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--draft", args->draft, "with --model: its drafter checkpoint directory, or 'lookup'");
   cmd->add_option("--prompt", args->prompt, "the user message")->capture_default_str();
   cmd->add_option("--max-tokens", args->max_tokens, "tokens to generate")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->check(in_range(limits::kMaxTokens))
       ->capture_default_str();
-  cmd->add_option("--gamma", args->gamma, "drafts per round: N, or 'auto'")->capture_default_str();
+  cmd->add_option("--gamma", args->gamma, "drafts per round: N, or 'auto'")
+      ->check(gamma_value())
+      ->capture_default_str();
   cmd->add_option("--cache-dir", args->cache_dir,
                   "where the synthetic pair is kept (default: $XDG_CACHE_HOME/specula/demo or ~/.cache/specula/demo)");
   cmd->add_option("--tokenizer", args->tokenizer_dir,
                   "directory with the Gemma 4 tokenizer.json for the synthetic pair (default: $SPECULA_TOKENIZER_DIR, "
                   "else the source tree's tests/data/tokenizer-gemma4)");
-  cmd->add_option("--threads", args->threads, "worker threads (0 = one per hardware thread)")->check(CLI::Range(0, 1024));
-  cmd->callback([args] { run_demo(*args); });
+  cmd->add_option("--threads", args->threads, "worker threads (0 = one per hardware thread)")
+      ->check(in_range(limits::kThreads));
+  cmd->callback([args] {
+    warn_if_threads_above_cores("--threads", args->threads);
+    run_demo(*args);
+  });
 }
 
 }  // namespace specula::cli

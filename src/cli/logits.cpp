@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/token_list.h"
 #include "specula/kernels/softmax.h"
 #include "specula/model/target_model.h"
@@ -69,9 +70,9 @@ void add_logits_command(CLI::App& app) {
   cmd->add_option("--tokens", args->tokens, "comma-separated token ids, e.g. 2,105,2364")->required();
   cmd->add_flag("--json", args->json, "print {\"logits\": [[...], ...]} (one row per position)");
   cmd->add_option("--threads", args->threads, "worker threads (0 = one per hardware thread)")
-      ->check(CLI::Range(0, 1024));
+      ->check(in_range(limits::kThreads));
   cmd->add_option("--prefill-chunk", args->prefill_chunk, "rows per forward step (results do not depend on it)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->check(in_range(limits::kPrefillChunk));
   cmd->add_option("--precision", args->precision,
                   "matmul precision; exact (default) is the numerics-checking mode the goldens are held to, "
                   "fast uses int16 / bf16 activations in the inner products, as `run` does by default; int8 uses int8 activations for 4/8-bit matrices")

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/run_speculative.h"
 #include "cli/text_prompt.h"
 #include "cli/token_list.h"
@@ -47,22 +48,26 @@ void add_run_command(CLI::App& app) {
   add_text_prompt_options(cmd, *text_args);
   tokens->excludes(text_args->prompt_option);
   cmd->add_option("--max-tokens", args->max_tokens, "maximum number of generated tokens")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+      ->check(in_range(limits::kMaxTokens))
+      ->capture_default_str();
   cmd->add_flag("--ignore-eos", args->ignore_eos, "do not stop at the EOS ids");
-  cmd->add_flag("--json", args->json, "print {\"tokens\": [...], \"stats\": {...}}");
+  CLI::Option* json = cmd->add_flag("--json", args->json, "print {\"tokens\": [...], \"stats\": {...}}");
   cmd->add_option("--threads", args->threads, "worker threads (0 = one per hardware thread)")
-      ->check(CLI::Range(0, 1024));
+      ->check(in_range(limits::kThreads));
   cmd->add_option("--prefill-chunk", args->prefill_chunk, "rows per prefill forward step")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--max-context", args->max_context,
+      ->check(in_range(limits::kPrefillChunk));
+  cmd->add_option("--max-context,--ctx", args->max_context,
                   "context limit in tokens (0 = the model's max_position_embeddings)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+      ->check(in_range(limits::kContext));
   cmd->add_option("--precision", args->precision,
                   "matmul precision: fast (int16 / bf16 activations in the inner products where the CPU has VNNI / AVX512-BF16), exact (f32) or int8 (as fast, int8 activations for 4/8-bit matrices: cheaper multi-row verifies and prefill, far larger rounding error)")
       ->check(CLI::IsMember({"exact", "fast", "int8"}))
       ->capture_default_str();
   add_speculative_options(cmd, *spec);
+  cmd->get_option("--trace")->needs(json);
   cmd->callback([args, spec, text_args, tokens] {
+    warn_if_threads_above_cores("--threads", args->threads);
+    check_context_flag("--max-context", args->max_context, args->model);
     const bool text_mode = text_prompt_requested(*text_args);
     if (!text_mode && tokens->count() == 0) throw CLI::RequiredError("--tokens or --prompt");
     if (text_mode && text_args->prompt_option->count() == 0) {

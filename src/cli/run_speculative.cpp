@@ -10,10 +10,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/flag_checks.h"
 #include "cli/token_list.h"
 #include "specula/model/packed_cache.h"
 #include "specula/model/target_model.h"
 #include "specula/model/drafter.h"
+#include "specula/sample/rng.h"
+#include "specula/speculative/acceptance_check.h"
 #include "specula/speculative/speculative.h"
 #include "specula/util/error.h"
 
@@ -21,17 +24,18 @@ namespace specula::cli {
 
 void add_speculative_options(CLI::App* cmd, SpeculativeRunArgs& a) {
   cmd->add_option("--draft", a.draft, "speculative decoding: a drafter checkpoint directory, or 'lookup'");
-  cmd->add_option("--gamma", a.gamma, "drafts per round: N, or 'auto' (default) to choose each round");
+  cmd->add_option("--gamma", a.gamma, "drafts per round: N, or 'auto' (default) to choose each round")
+      ->check(gamma_value());
   cmd->add_option("--drafter-compat", a.drafter_compat,
                   "drafter semantics: 'ollama' (default, scale 1, constant position) or 'mlx-bun'")
       ->check(CLI::IsMember({"ollama", "mlx-bun"}));
   cmd->add_option("--temperature", a.temperature, "sampling temperature (0 or absent = greedy)")
-      ->check(CLI::Range(0.0, 100.0));
-  cmd->add_option("--top-k", a.top_k, "keep the k most likely tokens (0 = off)")->check(CLI::Range(0, 1 << 30));
-  cmd->add_option("--top-p", a.top_p, "nucleus sampling mass (1 = off)")->check(CLI::Range(0.0, 1.0));
+      ->check(in_range(limits::kTemperature));
+  cmd->add_option("--top-k", a.top_k, "keep the k most likely tokens (0 = off)")->check(in_range(limits::kTopK));
+  cmd->add_option("--top-p", a.top_p, "nucleus sampling mass (1 = off)")->check(in_range(limits::kTopP));
   cmd->add_option("--min-p", a.min_p, "drop tokens below min_p * the top probability (0 = off)")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--seed", a.seed, "sampling seed");
+      ->check(in_range(limits::kMinP));
+  cmd->add_option("--seed", a.seed, "sampling seed (default: a random one, reported in the statistics)");
   cmd->add_flag("--trace", a.trace, "with --json: list every verify round {drafts, accepted, draft_ms, verify_ms}");
 }
 
@@ -55,7 +59,7 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
   if (a.top_k) so.sampling.top_k = *a.top_k;
   if (a.top_p) so.sampling.top_p = *a.top_p;
   if (a.min_p) so.sampling.min_p = *a.min_p;
-  so.sampling.seed = a.seed;
+  so.sampling.seed = a.seed ? *a.seed : fresh_seed();
   validate(so.sampling);
   const bool has_draft = !a.draft.empty();
   so.method = a.draft == "lookup" ? DraftMethod::Lookup : DraftMethod::Drafter;
@@ -126,15 +130,20 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
   } else {
     print_run_output(res.tokens, text);
     std::fputs(fmt::format("load {:.1f} ms{} | prefill {} tokens, {:.1f} tok/s | decode {} tokens, {:.2f} tok/s | "
-                           "drafted {}, accepted {} ({:.1f}%), target calls {} | stop: {} | {} threads\n",
+                           "drafted {}, accepted {} ({:.1f}%), target calls {} | stop: {} | {} threads{}\n",
                            load_ms, packed_note(model->packed_source()), s.prompt_tokens,
                            s.prefill_ms > 0 ? s.prompt_tokens * 1000.0 / s.prefill_ms : 0.0, s.generated_tokens,
                            s.decode_tok_per_s(), s.drafted, s.accepted, 100.0 * s.acceptance_rate(), s.target_calls,
-                           res.stop_reason, pool.size())
+                           res.stop_reason, pool.size(),
+                           so.sampling.greedy() ? std::string() : fmt::format(" | seed {}", so.sampling.seed))
                    .c_str(),
                stderr);
   }
   std::fflush(stdout);
+  if (drafter != nullptr) {
+    if (const std::string warning = no_acceptance_warning(s.drafted, s.accepted, a.draft); !warning.empty())
+      std::fputs((warning + "\n").c_str(), stderr);
+  }
 }
 
 }  // namespace specula::cli

@@ -22,7 +22,7 @@ struct SpeculativeRunArgs {
   std::optional<int> top_k;
   std::optional<double> top_p;
   std::optional<double> min_p;
-  uint64_t seed = 0;
+  std::optional<uint64_t> seed;       // absent = a fresh random seed, reported in the statistics
   bool trace = false;
 };
 

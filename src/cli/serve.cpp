@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "specula/engine/engine.h"
 #include "specula/kernels/isa.h"
 #include "specula/model/packed_cache.h"
@@ -34,6 +35,7 @@ struct ServeArgs {
   EngineOptions engine;
   std::string precision = "fast";
   server::ServerOptions server;
+  bool access_log = true;
 };
 
 void print_line(const std::string& line, FILE* stream = stdout) {
@@ -45,7 +47,7 @@ void run_serve(ServeArgs a) {
   a.engine.precision = parse_precision(a.precision);
   a.engine.parallel = a.server.parallel;
   a.engine.packed_cache_dir = default_packed_cache_dir();
-  if (a.server.max_tokens_default < 1) fail("serve: --max-tokens-default {} must be >= 1", a.server.max_tokens_default);
+  if (a.access_log) a.server.access_log = [](const std::string& line) { print_line(line, stderr); };
 
   // Block the shutdown signals before any thread starts, so every thread inherits the mask and only
   // sigwait below receives them.
@@ -103,52 +105,70 @@ void add_serve_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (docs/api.md)");
   cmd->add_option("--model", args->engine.model_dir, "target checkpoint directory")->required();
   cmd->add_option("--draft", args->engine.draft, "drafter checkpoint directory, or 'lookup' (prompt lookup)");
-  cmd->add_option("--gamma", args->engine.gamma, "default draft length: N or 'auto'")->capture_default_str();
+  cmd->add_option("--gamma", args->engine.gamma,
+                  "default draft length: N or 'auto' (a request may ask for up to the larger of 16 and N)")
+      ->check(gamma_value())
+      ->capture_default_str();
   cmd->add_option("--drafter-compat", args->engine.drafter_compat, "drafter conventions: ollama | mlx-bun")
       ->capture_default_str();
   cmd->add_option("--chat-template", args->engine.chat_template_file, "chat template file (overrides the checkpoint's)");
-  cmd->add_option("--threads", args->engine.threads, "compute threads (0 = all cores)")->capture_default_str();
-  cmd->add_option("--ctx", args->engine.max_context, "context size in tokens (0 = the model's maximum)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+  cmd->add_option("--threads", args->engine.threads, "compute threads (0 = all cores)")
+      ->check(in_range(limits::kThreads))
       ->capture_default_str();
-  cmd->add_option("--prefill-chunk", args->engine.prefill_chunk, "prefill chunk size")->capture_default_str();
+  cmd->add_option("--ctx", args->engine.max_context, "context size in tokens (0 = the model's maximum)")
+      ->check(in_range(limits::kContext))
+      ->capture_default_str();
+  cmd->add_option("--prefill-chunk", args->engine.prefill_chunk, "prefill chunk size")
+      ->check(in_range(limits::kPrefillChunk))
+      ->capture_default_str();
   cmd->add_option("--precision", args->precision, "exact | fast | int8")->capture_default_str();
   cmd->add_flag("!--no-prompt-cache", args->engine.prompt_cache, "prefill every request from scratch");
   cmd->add_option("--host", args->server.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", args->server.port, "port (0 = any free port, printed at startup)")
-      ->check(CLI::Range(0, 65535))
+      ->check(in_range(limits::kPort))
       ->capture_default_str();
   cmd->add_option("--api-key", args->server.api_key, "require 'Authorization: Bearer KEY' (except GET /health)");
+  cmd->add_option("--cors-origin", args->server.cors_origins,
+                  "let browser pages from this origin call the API (repeatable; '*': any origin)")
+      ->delimiter(',');
+  cmd->add_flag("!--no-access-log", args->access_log, "do not log one line per request to stderr");
   cmd->add_option("--parallel", args->server.parallel,
                   "generations decoding at once, batched into every forward (each with its own KV cache)")
       ->capture_default_str()
-      ->check(CLI::Range(1, server::kMaxParallel));
+      ->check(in_range(limits::kParallel));
   cmd->add_option("--step-rows", args->engine.step_rows,
                   "rows of one batched step: decode rows first, prompt chunks of new requests in the rest "
                   "(0 = --prefill-chunk)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(in_range(limits::kStepRows));
   cmd->add_option("--kv-budget-mb", args->engine.kv_budget_mb,
                   "KV-cache memory of all slots together: a request waits until what its cache can grow to "
                   "(prompt + max_tokens) fits, idle prompt caches are dropped to make room (0 = no limit)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+      ->check(in_range(limits::kKvBudgetMb));
   cmd->add_option("--max-queue", args->server.max_queue,
                   "requests allowed to wait while --parallel are running (429 beyond)")
+      ->check(in_range(limits::kMaxQueue))
       ->capture_default_str();
   cmd->add_option("--max-body-bytes", args->server.max_body_bytes, "request body limit (413 beyond)")
+      ->check(in_range(limits::kMaxBodyBytes))
       ->capture_default_str();
   CLI::Option* max_connections =
       cmd->add_option("--max-connections", args->server.max_connections,
                       "connections held at once, idle keep-alive ones included (503 beyond; default: "
-                      "the larger of 64 and --max-queue + --parallel + 8)");
+                      "the larger of 64 and --max-queue + --parallel + 8)")
+          ->check(in_range(limits::kMaxConnections));
   cmd->add_option("--read-timeout-s", args->server.read_timeout_s,
                   "seconds a client has to send its request (and each part of it)")
+      ->check(in_range(limits::kReadTimeoutSeconds))
       ->capture_default_str();
   cmd->add_option("--max-tokens-default", args->server.max_tokens_default,
                   "max_tokens of a request that sets none (also bounded by the context)")
+      ->check(in_range(limits::kMaxTokens))
       ->capture_default_str();
   cmd->callback([args, max_connections] {
+    warn_if_threads_above_cores("--threads", args->engine.threads);
+    check_context_flag("--ctx", args->engine.max_context, args->engine.model_dir);
     // Unset: room for every waiting and running request, and probes.
     if (max_connections->count() == 0) {
       args->server.max_connections = std::max<size_t>(

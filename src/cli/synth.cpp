@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "specula/io/checkpoint.h"
 #include "specula/synth/gguf_export.h"
 #include "specula/synth/plan.h"
@@ -23,6 +24,10 @@
 namespace specula::cli {
 
 namespace {
+
+// Gemma 4's vocabulary is 262144; four times that is still a test size, far larger would write
+// gigabytes of embedding.
+constexpr int64_t kMaxSynthVocab = int64_t{1} << 20;
 
 struct SynthArgs {
   std::string preset;
@@ -173,7 +178,8 @@ void add_synth_command(CLI::App& app) {
                   "tensor naming: hf (model.language_model.*, fused experts) or mlx (language_model.model.*, "
                   "switch_glu experts); default mlx when quantized, else hf")
       ->check(CLI::IsMember({"hf", "mlx"}));
-  cmd->add_option("--vocab", args->vocab, "vocabulary size (default: the preset's)")->check(CLI::PositiveNumber);
+  cmd->add_option("--vocab", args->vocab, "vocabulary size (default: the preset's)")
+      ->check(in_range(limits::IntRange{1, kMaxSynthVocab}));
   cmd->add_option("--tokenizer", args->tokenizer_dir,
                   "copy tokenizer.json, tokenizer_config.json and chat_template.jinja from this directory "
                   "(the vocab must cover the tokenizer: --vocab 262144 for Gemma 4's)");

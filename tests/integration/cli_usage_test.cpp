@@ -1,8 +1,8 @@
 // Usage errors and exit codes a user meets first, through the real binary: an unknown subcommand
-// is named with the valid ones, `inspect --draft` fails on an incompatible drafter, `serve`
-// refuses a port or context size out of range before it listens, and `chat` answers an unknown
-// /command itself instead of sending it to the model. Also the repository's .editorconfig and the
-// sources' agreement with it.
+// is named with the valid ones, `inspect --draft` fails on an incompatible drafter, every numeric
+// flag out of range (a context above the model's limit included) is refused before anything loads
+// or listens, and `chat` answers an unknown /command itself instead of sending it to the model.
+// Also the repository's .editorconfig and the sources' agreement with it.
 #include <stdlib.h>
 
 #include <algorithm>
@@ -135,7 +135,7 @@ TEST_F(CliUsage, ServeRefusesAPortOutOfRange) {
     EXPECT_FALSE(contains(r.out, "listening")) << r.out;
     EXPECT_TRUE(contains(err, "--port")) << err;
     EXPECT_TRUE(contains(err, port)) << err;
-    EXPECT_TRUE(contains(err, "0 to 65535")) << err;
+    EXPECT_TRUE(contains(err, "[0, 65535]")) << err;
   }
 }
 
@@ -146,6 +146,106 @@ TEST_F(CliUsage, ServeRefusesANegativeContext) {
   EXPECT_FALSE(contains(r.out, "listening")) << r.out;
   EXPECT_TRUE(contains(err, "--ctx")) << err;
   EXPECT_TRUE(contains(err, "-5")) << err;
+}
+
+// ---- every numeric flag: refused at parse time, naming the flag, the value and the range ----
+
+TEST_F(CliUsage, NumericFlagsOutOfRangeAreRefusedBeforeAnythingLoads) {
+  const std::string model = " --model " + dir_ + "/no-such-model";
+  const struct {
+    std::string args;
+    const char* flag;
+    const char* value;
+    const char* range;
+  } cases[] = {
+      {"run --tokens 2 --gamma 9999" + model, "--gamma", "9999", "[0, 64]"},
+      {"run --tokens 2 --max-tokens 0" + model, "--max-tokens", "0", "[1, 1073741824]"},
+      {"run --tokens 2 --threads 5000" + model, "--threads", "5000", "[0, 1024]"},
+      {"run --tokens 2 --prefill-chunk 100000" + model, "--prefill-chunk", "100000", "[1, 4096]"},
+      {"run --tokens 2 --max-context 99999999999" + model, "--max-context", "99999999999", "[0, 16777216]"},
+      {"run --tokens 2 --top-p 0" + model, "--top-p", "0", "(0, 1]"},
+      {"run --tokens 2 --top-k -1" + model, "--top-k", "-1", "[0, 1073741824]"},
+      {"run --tokens 2 --temperature nan" + model, "--temperature", "nan", "[0, 100]"},
+      {"chat --repetition-penalty 0" + model, "--repetition-penalty", "0", "(0, 100]"},
+      {"chat --presence-penalty 3" + model, "--presence-penalty", "3", "[-2, 2]"},
+      {"chat --frequency-penalty -2.5" + model, "--frequency-penalty", "-2.5", "[-2, 2]"},
+      {"chat --gamma 65" + model, "--gamma", "65", "[0, 64]"},
+      {"serve --gamma 100" + model, "--gamma", "100", "[0, 64]"},
+      {"serve --threads -1" + model, "--threads", "-1", "[0, 1024]"},
+      {"serve --prefill-chunk 0" + model, "--prefill-chunk", "0", "[1, 4096]"},
+      {"serve --step-rows 999999" + model, "--step-rows", "999999", "[0, 16384]"},
+      {"serve --max-queue 99999" + model, "--max-queue", "99999", "[0, 4096]"},
+      {"serve --max-connections 0" + model, "--max-connections", "0", "[1, 4096]"},
+      {"serve --read-timeout-s 0" + model, "--read-timeout-s", "0", "[1, 3600]"},
+      {"serve --max-body-bytes 10" + model, "--max-body-bytes", "10", "[1024, 1073741824]"},
+      {"serve --max-tokens-default 0" + model, "--max-tokens-default", "0", "[1, 1073741824]"},
+      {"demo --gamma x", "--gamma", "x", "[0, 64]"},
+      {"bench --concurrency 1 --gamma 70", "--gamma", "70", "[0, 64]"},
+      {"logits --tokens 2 --prefill-chunk 5000" + model, "--prefill-chunk", "5000", "[1, 4096]"},
+      {"synth --preset tiny-dense --out " + dir_ + "/never --vocab 0", "--vocab", "0", "[1, 1048576]"},
+  };
+  for (const auto& c : cases) {
+    std::string err;
+    const Result r = run(c.args, err);
+    EXPECT_EQ(r.code, 2) << c.args << ": " << r.out << err;
+    EXPECT_FALSE(contains(r.out, "listening")) << r.out;
+    EXPECT_TRUE(contains(err, c.flag)) << c.args << ": " << err;
+    EXPECT_TRUE(contains(err, c.value)) << c.args << ": " << err;
+    EXPECT_TRUE(contains(err, c.range)) << c.args << ": " << err;
+  }
+  EXPECT_FALSE(fs::exists(dir_ + "/never"));
+}
+
+TEST_F(CliUsage, TraceWithoutJsonIsAUsageError) {
+  std::string err;
+  const Result r = run("run --tokens 2 --trace --model " + dir_ + "/no-such-model", err);
+  EXPECT_EQ(r.code, 2) << err;
+  EXPECT_TRUE(contains(err, "--trace requires --json")) << err;
+}
+
+TEST_F(CliUsage, AContextAboveTheModelsLimitIsRefusedBeforeLoading) {
+  const std::string model = dir_ + "/ctx-model";
+  synth("--preset tiny-dense --out " + model);
+  for (const std::string& args : {"run --tokens 2 --max-tokens 1 --max-context 200000 --model " + model,
+                                  "serve --port 0 --ctx 131073 --model " + model,
+                                  "chat --ctx 200000 --model " + model}) {
+    std::string err;
+    const Result r = run(args, err);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out << err;
+    EXPECT_FALSE(contains(r.out, "listening")) << r.out;
+    EXPECT_TRUE(contains(err, "above the model's limit of 131072")) << args << ": " << err;
+  }
+  // At the limit it runs.
+  std::string err;
+  const Result r = run("run --tokens 2 --max-tokens 1 --threads 1 --max-context 131072 --model " + model, err);
+  EXPECT_EQ(r.code, 0) << err;
+}
+
+// ---- run: seeds and a drafter that never agrees ----
+
+TEST_F(CliUsage, RunDrawsAFreshSeedUnlessGivenOneAndWarnsWhenNoDraftIsAccepted) {
+  const std::string model = dir_ + "/seed-model", drafter = dir_ + "/seed-drafter";
+  synth("--preset tiny-dense --out " + model + " --drafter " + drafter);
+  const std::string base = "run --model " + model + " --tokens 2,10,11 --threads 1 --json";
+  auto stats = [&](const std::string& extra, std::string& err) {
+    const Result r = run(base + extra, err);
+    EXPECT_EQ(r.code, 0) << err;
+    return nlohmann::json::parse(r.out);
+  };
+  std::string err;
+  const auto a = stats(" --max-tokens 6 --temperature 1", err);
+  const auto b = stats(" --max-tokens 6 --temperature 1", err);
+  EXPECT_NE(a["stats"]["seed"], b["stats"]["seed"]);
+  const std::string seed = " --seed " + a["stats"]["seed"].dump();
+  const auto again = stats(" --max-tokens 6 --temperature 1" + seed, err);
+  EXPECT_EQ(again["stats"]["seed"], a["stats"]["seed"]);
+  EXPECT_EQ(again["tokens"], a["tokens"]);
+
+  // A random drafter (as one made for another model) agrees with the target on nothing.
+  const auto spec = stats(" --max-tokens 16 --draft " + drafter + " --gamma 4", err);
+  ASSERT_EQ(spec["stats"]["accepted"], 0) << spec;
+  EXPECT_TRUE(contains(err, "none of the ")) << err;
+  EXPECT_TRUE(contains(err, drafter)) << err;
 }
 
 // ---- chat: unknown /commands ----

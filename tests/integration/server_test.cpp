@@ -2,8 +2,9 @@
 // synthetic checkpoint carrying the Gemma 4 test tokenizer: error statuses in OpenAI's shape with
 // the server staying up, the context check, speculative == plain at temperature 0, prompt-cache
 // reuse across two turns (identical to a cold server), a full queue (429), a client disconnecting
-// mid-stream (the worker is free at once, the metrics count the cancellation), the API key, and
-// SIGTERM during a generation (exit 0).
+// mid-stream (the worker is free at once, the metrics count the cancellation), the API key,
+// SIGTERM during a generation (exit 0), fresh seeds for unseeded requests, the gamma reserve,
+// GET /v1/models/{id}, CORS, the access log and a non-streaming client that hangs up.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -11,6 +12,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -285,6 +289,104 @@ TEST_F(Server, QueueFullDisconnectApiKeyAndSigterm) {
 }  // namespace
 
 namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Polls until `done` holds (at most `seconds`).
+template <class Done>
+bool eventually(Done done, double seconds = 10.0) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+TEST_F(Server, SeedsGammaReserveModelByIdCorsAccessLogAndAHungUpClient) {
+  const std::string log = dir_ + "/access.log";
+  ServerProcess s({"--model", model(), "--draft", drafter(), "--gamma", "4", "--threads", "1", "--parallel", "1",
+                   "--cors-origin", "http://app.example"},
+                  log);
+  ASSERT_TRUE(s.wait_ready());
+  auto c = s.client();
+
+  // Unseeded sampling draws a fresh seed per request and reports it; that seed reproduces the text.
+  json sampled = {{"prompt", "Once upon a time"}, {"max_tokens", 6}, {"temperature", 1.0}, {"ignore_eos", true}};
+  const json a = post_ok(s, "/v1/completions", sampled);
+  const json b = post_ok(s, "/v1/completions", sampled);
+  ASSERT_TRUE(a["usage"]["specula"]["seed"].is_number_unsigned()) << a;
+  EXPECT_NE(a["usage"]["specula"]["seed"], b["usage"]["specula"]["seed"]);
+  sampled["seed"] = a["usage"]["specula"]["seed"];
+  const json again = post_ok(s, "/v1/completions", sampled);
+  EXPECT_EQ(again["usage"]["specula"]["seed"], a["usage"]["specula"]["seed"]);
+  EXPECT_EQ(again["choices"][0]["text"], a["choices"][0]["text"]);
+
+  // A gamma beyond the caches' rollback reserve (16: the default, larger than --gamma 4) is refused
+  // before queueing.
+  auto g = post(s, "/v1/completions", json{{"prompt", "x"}, {"gamma", 17}}.dump());
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->status, 400);
+  EXPECT_EQ(json::parse(g->body)["error"]["param"], "gamma");
+  EXPECT_NE(g->body.find("[0, 16]"), std::string::npos) << g->body;
+
+  // GET /v1/models/{id}.
+  auto m = c.Get("/v1/models/model");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->status, 200);
+  EXPECT_EQ(json::parse(m->body)["id"], "model");
+  m = c.Get("/v1/models/other-model");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->status, 404);
+  EXPECT_EQ(json::parse(m->body)["error"]["code"], "model_not_found");
+
+  // CORS: a preflight from the allowed origin, the header on answers to it, none for others.
+  auto pre = c.Options("/v1/chat/completions",
+                       {{"Origin", "http://app.example"}, {"Access-Control-Request-Method", "POST"},
+                        {"Access-Control-Request-Headers", "authorization, content-type"}});
+  ASSERT_TRUE(pre);
+  EXPECT_EQ(pre->status, 204);
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "http://app.example");
+  EXPECT_NE(pre->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  EXPECT_NE(pre->get_header_value("Access-Control-Allow-Headers").find("Authorization"), std::string::npos);
+  auto allowed = c.Get("/v1/models", {{"Origin", "http://app.example"}});
+  ASSERT_TRUE(allowed);
+  EXPECT_EQ(allowed->get_header_value("Access-Control-Allow-Origin"), "http://app.example");
+  auto other = c.Get("/v1/models", {{"Origin", "http://elsewhere.example"}});
+  ASSERT_TRUE(other);
+  EXPECT_FALSE(other->has_header("Access-Control-Allow-Origin"));
+
+  // A non-streaming client that hangs up (its read timeout): the generation is cancelled, not run
+  // to max_tokens, and the slot serves the next request.
+  {
+    auto impatient = s.client(1);
+    auto r = impatient.Post("/v1/completions",
+                            json{{"prompt", "Hello"}, {"max_tokens", 1000000}, {"ignore_eos", true}}.dump(),
+                            "application/json");
+    EXPECT_FALSE(r);
+  }
+  EXPECT_TRUE(eventually([&] {
+    auto r = c.Get("/metrics");
+    return r && metric(r->body, "specula_requests_cancelled_total") == 1.0 &&
+           metric(r->body, "specula_num_requests_running") == 0.0;
+  }));
+  post_ok(s, "/v1/completions", {{"prompt", "Hi"}, {"max_tokens", 2}});
+
+  // The access log: a line per request with the costs, the hung-up one as 499, no prompt text.
+  EXPECT_TRUE(eventually([&] { return read_text(log).find("\" 499 ") != std::string::npos; })) << read_text(log);
+  const std::string text = read_text(log);
+  EXPECT_TRUE(std::regex_search(text, std::regex("\"POST /v1/completions\" 200 in=[0-9]+ out=6 ttft_ms=[0-9.]+ ms=")))
+      << text;
+  EXPECT_NE(text.find("\"GET /v1/models/model\" 200 in=- out=- ttft_ms=- ms="), std::string::npos) << text;
+  EXPECT_NE(text.find("\"OPTIONS /v1/chat/completions\" 204"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"POST /v1/completions\" 400 in=- out=-"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Once upon"), std::string::npos) << text;
+}
 
 TEST_F(Server, ATakenPortIsAnErrorNotASharedListener) {
   const int port = shared().port();

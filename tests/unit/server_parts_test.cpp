@@ -1,5 +1,6 @@
 // The server's pieces that need no model: response JSON and SSE framing, Prometheus metrics, the
-// bounded generation queue (FIFO, 429 capacity, cancellation of waiting and running jobs).
+// bounded generation queue (FIFO, 429 capacity, cancellation of waiting and running jobs), the
+// access-log line and the CORS origin rule.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "specula/server/access_log.h"
+#include "specula/server/cors.h"
 #include "specula/server/generation_queue.h"
 #include "specula/server/metrics.h"
 #include "specula/server/openai_response.h"
@@ -27,7 +30,7 @@ TEST(ServerResponse, ErrorShape) {
 
 TEST(ServerResponse, ChatCompletionWithToolCallsAndUsage) {
   const ResponseHeader h{"chatcmpl-x", 123, "m"};
-  const Usage u{10, 4, 6, 8, 5};
+  const Usage u{10, 4, 6, 8, 5, 77};
   const ojson body = chat_completion_json(h, "", {{"call_a", "f", R"({"x":1})"}}, "tool_calls", nullptr, u);
   EXPECT_EQ(body["object"], "chat.completion");
   const ojson& msg = body["choices"][0]["message"];
@@ -39,6 +42,7 @@ TEST(ServerResponse, ChatCompletionWithToolCallsAndUsage) {
   EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 6);
   EXPECT_EQ(body["usage"]["specula"]["drafted_tokens"], 8);
   EXPECT_EQ(body["usage"]["specula"]["accepted_tokens"], 5);
+  EXPECT_EQ(body["usage"]["specula"]["seed"], 77);
 }
 
 TEST(ServerResponse, LogprobsShapes) {
@@ -192,6 +196,38 @@ TEST(ServerQueue, AThrowingJobDoesNotStopTheWorker) {
   auto good = q.submit([](const std::atomic<bool>&) {});
   EXPECT_TRUE(good->wait());
   EXPECT_TRUE(good->error().empty());
+}
+
+TEST(ServerAccessLog, OneLineWithTheCostsAndNoForgedLines) {
+  AccessRecord r;
+  r.remote_addr = "127.0.0.1";
+  r.method = "POST";
+  r.path = "/v1/chat/completions";
+  r.status = 200;
+  r.prompt_tokens = 15;
+  r.completion_tokens = 8;
+  r.time_to_first_token_ms = 12.34;
+  r.duration_ms = 45.66;
+  EXPECT_EQ(access_log_line(r, 1796300000),
+            "2026-12-03T12:13:20Z 127.0.0.1 \"POST /v1/chat/completions\" 200 in=15 out=8 ttft_ms=12.3 ms=45.7");
+
+  AccessRecord get;
+  get.method = "GET";
+  get.path = "/a\nfake 200 line\"";
+  get.status = 404;
+  const std::string line = access_log_line(get, 0);
+  EXPECT_EQ(line, "1970-01-01T00:00:00Z - \"GET /a?fake 200 line?\" 404 in=- out=- ttft_ms=- ms=0.0");
+}
+
+TEST(ServerCors, OnlyListedOriginsOrAnyWithAStar) {
+  const std::vector<std::string> listed = {"http://app.example", "https://b.example"};
+  EXPECT_EQ(allowed_origin(listed, "http://app.example"), "http://app.example");
+  EXPECT_EQ(allowed_origin(listed, "https://b.example"), "https://b.example");
+  EXPECT_EQ(allowed_origin(listed, "http://evil.example"), "");
+  EXPECT_EQ(allowed_origin(listed, ""), "");
+  EXPECT_EQ(allowed_origin({}, "http://app.example"), "");
+  EXPECT_EQ(allowed_origin({"*"}, "http://any.example"), "*");
+  EXPECT_EQ(allowed_origin({"*"}, ""), "");
 }
 
 }  // namespace

@@ -154,6 +154,56 @@ TEST(ServerRequest, ChatRefusalsNameTheField) {
   }
 }
 
+// Every numeric field out of its range: a 400 naming the field, the value and the allowed range
+// (the ranges the CLI flags use too, engine/option_limits.h).
+TEST(ServerRequest, NumericFieldsOutOfRangeNameTheFieldTheValueAndTheRange) {
+  const struct {
+    const char* field;
+    const char* value;
+    const char* range;
+  } cases[] = {
+      {"gamma", "9999", "[0, 64]"},
+      {"gamma", "\"65\"", "[0, 64]"},
+      {"max_tokens", "0", "[1, 1073741824]"},
+      {"max_completion_tokens", "2000000000", "[1, 1073741824]"},
+      {"temperature", "101", "[0, 100]"},
+      {"top_p", "1.5", "(0, 1]"},
+      {"top_k", "-2", "[-1, 1073741824]"},
+      {"top_k", "2147483648", "[-1, 1073741824]"},
+      {"min_p", "-0.1", "[0, 1]"},
+      {"presence_penalty", "2.5", "[-2, 2]"},
+      {"frequency_penalty", "-3", "[-2, 2]"},
+      {"repetition_penalty", "0", "(0, 100]"},
+      {"repetition_penalty", "1000", "(0, 100]"},
+      {"top_logprobs", "21", "[0, 20]"},
+  };
+  for (const auto& c : cases) {
+    const std::string body = std::string(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,")") + c.field +
+                             "\":" + c.value + "}";
+    const ApiError e = chat_error(body);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, c.field) << body << ": " << e.what();
+    const std::string message = e.what();
+    std::string shown = c.value;
+    if (shown.front() == '"') shown = shown.substr(1, shown.size() - 2);
+    EXPECT_NE(message.find(shown), std::string::npos) << message;
+    EXPECT_NE(message.find(c.range), std::string::npos) << message;
+  }
+  // The logit bias: ids against the vocabulary (1000 here), biases against their range.
+  EXPECT_NE(std::string(chat_error(R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"1000":1}})").what())
+                .find("[0, 999]"),
+            std::string::npos);
+  EXPECT_NE(std::string(chat_error(R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"5":-101}})").what())
+                .find("[-100, 100]"),
+            std::string::npos);
+  // The edges are accepted.
+  const auto r = parse_chat_completion_request(
+      R"({"messages":[{"role":"user","content":"x"}],"gamma":64,"temperature":100,"top_k":-1,"repetition_penalty":100})",
+      kLimits);
+  EXPECT_EQ(*r.params.gamma, "64");
+  EXPECT_EQ(*r.params.sampling.top_k, 0);
+}
+
 TEST(ServerRequest, MalformedAndHostileBodiesAre400) {
   for (const std::string& body : {std::string("{"), std::string("not json"), std::string("[1,2]"), std::string(""),
                                  std::string(100000, '['), std::string("{\"messages\":") + std::string(70, '[')}) {

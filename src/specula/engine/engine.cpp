@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "specula/engine/logprobs.h"
+#include "specula/engine/option_limits.h"
 #include "specula/engine/scheduler.h"
 #include "specula/engine/text_stream.h"
 #include "specula/model/target_model.h"
@@ -28,8 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-constexpr int kMaxTopLogprobs = 20;
-constexpr int kMaxParallel = 256;
+constexpr int kMaxTopLogprobs = static_cast<int>(limits::kTopLogprobs.hi);
 
 std::string last_component(const std::string& dir) {
   fs::path p = fs::path(dir).lexically_normal();
@@ -65,14 +65,14 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
     if (progress) progress(line);
   };
   if (options.model_dir.empty()) fail("engine: no model directory given");
-  if (options.prefill_chunk < 1) fail("engine: prefill chunk {} must be >= 1", options.prefill_chunk);
-  if (options.max_context < 0) fail("engine: max context {} must be >= 0 (0 = the model's)", options.max_context);
-  if (options.threads < 0) fail("engine: threads {} must be >= 0 (0 = one per hardware thread)", options.threads);
-  if (options.parallel < 1 || options.parallel > kMaxParallel)
-    fail("engine: parallel {} must be in [1, {}]", options.parallel, kMaxParallel);
-  if (options.step_rows < 0) fail("engine: step rows {} must be >= 0 (0 = the prefill chunk)", options.step_rows);
-  if (options.kv_budget_mb < 0 || options.kv_budget_mb > (int64_t{1} << 30))
-    fail("engine: KV budget {} MiB must be in [0, 2^30] (0 = no limit)", options.kv_budget_mb);
+  limits::require_in("engine: prefill chunk", options.prefill_chunk, limits::kPrefillChunk);
+  limits::require_in("engine: max context", options.max_context, limits::kContext);
+  limits::require_in("engine: threads", options.threads, limits::kThreads);
+  limits::require_in("engine: parallel", options.parallel, limits::kParallel);
+  limits::require_in("engine: step rows", options.step_rows, limits::kStepRows);
+  limits::require_in("engine: KV budget (MiB)", options.kv_budget_mb, limits::kKvBudgetMb);
+  if (const std::string error = limits::gamma_text_error(options.gamma); !error.empty())
+    fail("engine: gamma {}", error);
 
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;

@@ -35,7 +35,11 @@ TargetModel::TargetModel(std::unique_ptr<TargetCheckpoint> checkpoint, const Tar
   weights_ = make_target_weights(*checkpoint_);
   const TextConfig& t = checkpoint_->config.text;
   max_context_ = t.max_position_embeddings;
-  if (options_.max_context > 0) max_context_ = std::min(max_context_, options_.max_context);
+  if (options_.max_context > max_context_)
+    fail("context limit {} is above the model's max_position_embeddings {} ({}): it was not trained for longer "
+         "contexts (0 = the model's own limit)",
+         options_.max_context, max_context_, checkpoint_->config.source);
+  if (options_.max_context > 0) max_context_ = options_.max_context;
   if (t.enable_moe_block && (t.top_k_experts < 1 || t.top_k_experts > t.num_experts))
     fail("{}: top_k_experts {} must be in [1, num_experts = {}]", checkpoint_->config.source, t.top_k_experts,
          t.num_experts);

@@ -1,5 +1,7 @@
 #include "specula/sample/rng.h"
 
+#include <random>
+
 #include "specula/util/error.h"
 
 namespace specula {
@@ -45,6 +47,12 @@ double Rng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53
 void Rng::set_state(const RngState& state) {
   if (state.words == std::array<uint64_t, 4>{}) fail("rng: the all-zero state is not a valid xoshiro256** state");
   state_ = state;
+}
+
+uint64_t fresh_seed() {
+  std::random_device device;
+  const uint64_t bits = (static_cast<uint64_t>(device()) << 32) | device();
+  return bits & ((uint64_t{1} << 53) - 1);
 }
 
 }  // namespace specula

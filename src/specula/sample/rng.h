@@ -34,4 +34,10 @@ class Rng {
   RngState state_;
 };
 
+// A fresh seed from the operating system's entropy (std::random_device), for a generation that
+// names none: unseeded sampling differs from run to run, as OpenAI's API does; the seed is
+// reported so that the run can be reproduced. Below 2^53, so that every JSON client (JavaScript's
+// numbers among them) reads it back exactly.
+uint64_t fresh_seed();
+
 }  // namespace specula

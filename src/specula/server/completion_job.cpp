@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "specula/model/target_model.h"
+#include "specula/sample/rng.h"
 #include "specula/server/tool_call_stream.h"
 #include "specula/text/tokenizer.h"
 #include "specula/util/error.h"
@@ -21,6 +22,20 @@ void require_tokenizer(const Engine& engine) {
   if (engine.tokenizer() == nullptr) {
     throw ApiError(400, "invalid_request_error", "the served checkpoint has no tokenizer.json: only token-id prompts work");
   }
+}
+
+// The request's gamma, refused when a fixed length needs more rollback reserve than the loaded
+// caches keep (the server's --gamma sets it).
+GammaChoice checked_gamma(const Engine& engine, const std::string& text) {
+  const GammaChoice choice = parse_gamma_choice(text);
+  const int64_t reserve = engine.model().options().rollback_reserve;
+  if (!choice.automatic && choice.fixed > reserve) {
+    throw invalid_request(fmt::format("'gamma' must be in [0, {}] or \"auto\", got {}: the KV cache keeps a rollback "
+                                      "reserve of {} drafts (start the server with a larger --gamma to raise it)",
+                                      reserve, choice.fixed, reserve),
+                          "gamma");
+  }
+  return choice;
 }
 
 // Context check, max_tokens, sampling and the specula extension: shared by both endpoints.
@@ -40,13 +55,14 @@ void finish_prepare(const Engine& engine, const GenerationParams& params, const 
   g.max_tokens = params.max_tokens ? std::min(*params.max_tokens, room) : std::min(room, options.max_tokens_default);
   try {
     g.sampling = apply_overrides(engine.default_sampling(), params.sampling);
+    if (!params.sampling.seed) g.sampling.seed = fresh_seed();  // unseeded: a new draw every time
     validate_for_vocab(g.sampling, engine.model().vocab_size());
   } catch (const specula::Error& e) {
     throw invalid_request(e.what(), "");
   }
   g.ignore_eos = params.ignore_eos;
   g.speculative = params.speculative.value_or(true);
-  if (params.gamma) g.gamma = parse_gamma_choice(*params.gamma);
+  if (params.gamma) g.gamma = checked_gamma(engine, *params.gamma);
   g.stop = params.stop;
   job.stop = params.stop;
   job.stream = params.stream;
@@ -55,8 +71,8 @@ void finish_prepare(const Engine& engine, const GenerationParams& params, const 
   job.header.model = engine.model_name();
 }
 
-Usage usage_of(const GenerationStats& s) {
-  return {s.prompt_tokens, s.completion_tokens, s.cached_tokens, s.drafted, s.accepted};
+Usage usage_of(const GenerationStats& s, uint64_t seed) {
+  return {s.prompt_tokens, s.completion_tokens, s.cached_tokens, s.drafted, s.accepted, seed};
 }
 
 }  // namespace
@@ -111,6 +127,7 @@ PreparedJob prepare_completion_job(const Engine& engine, const CompletionRequest
 JobOutcome run_job(Engine& engine, const PreparedJob& job, const std::atomic<bool>& cancelled,
                    const std::function<void(std::string)>& emit, Metrics& metrics) {
   JobOutcome outcome;
+  outcome.prompt_tokens = static_cast<int64_t>(job.generation.prompt.size());
   const ResponseHeader& h = job.header;
   std::optional<ToolCallStream> tools;
   if (job.parse_tool_calls) tools.emplace(*engine.tokenizer(), job.tool_call_begin, job.tool_call_end, job.stop);
@@ -179,6 +196,9 @@ JobOutcome run_job(Engine& engine, const PreparedJob& job, const std::atomic<boo
     if (!calls.empty() && finish != "cancelled") finish = "tool_calls";
   }
   outcome.cancelled = finish == "cancelled";
+  outcome.completion_tokens = result.stats.completion_tokens;
+  if (first_token)
+    outcome.time_to_first_token_ms = std::chrono::duration<double, std::milli>(*first_token - job.arrival).count();
 
   const GenerationStats& s = result.stats;
   metrics.add_tokens(s.prompt_tokens, s.cached_tokens, s.completion_tokens, s.drafted, s.accepted);
@@ -190,7 +210,7 @@ JobOutcome run_job(Engine& engine, const PreparedJob& job, const std::atomic<boo
                                             static_cast<double>(s.completion_tokens - 1));
     }
   }
-  const Usage usage = usage_of(s);
+  const Usage usage = usage_of(s, job.generation.sampling.seed);
 
   if (job.stream) {
     if (job.chat) {

@@ -43,6 +43,10 @@ struct JobOutcome {
   int status = 200;
   ojson body;                  // non-streaming: the response (or the error) body
   bool cancelled = false;      // the cancel flag ended the generation
+  // For the access log.
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  double time_to_first_token_ms = -1.0;  // from the request's arrival; -1: no token
 };
 
 // Runs the generation. Streaming: every SSE event (chunks, the usage chunk, [DONE] or an error

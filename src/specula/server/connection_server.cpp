@@ -43,6 +43,16 @@ bool peer_open(int fd) {
   return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
 }
 
+// The connection this thread serves and when its current request began (see client_gone and
+// request_start in the header).
+thread_local socket_t t_socket = INVALID_SOCKET;
+thread_local std::chrono::steady_clock::time_point t_request_start;
+
+struct CurrentSocket {
+  explicit CurrentSocket(socket_t sock) { t_socket = sock; }
+  ~CurrentSocket() { t_socket = INVALID_SOCKET; }
+};
+
 void address_of(const sockaddr_storage& addr, std::string& ip, int& port) {
   char text[INET6_ADDRSTRLEN] = {};
   if (addr.ss_family == AF_INET) {
@@ -181,6 +191,10 @@ void ConnectionServer::refuse(socket_t sock) {
   closer_.add(sock);
 }
 
+bool ConnectionServer::client_gone() { return t_socket != INVALID_SOCKET && !peer_open(t_socket); }
+
+std::chrono::steady_clock::time_point ConnectionServer::request_start() { return t_request_start; }
+
 bool ConnectionServer::process_and_close_socket(socket_t sock) {
   if (ConnectionPool::refusing()) {
     refuse(sock);
@@ -190,6 +204,7 @@ bool ConnectionServer::process_and_close_socket(socket_t sock) {
   if (track(sock)) {
     SocketStream stream(sock, to_ms(read_timeout_sec_, read_timeout_usec_),
                         to_ms(write_timeout_sec_, write_timeout_usec_), stopping_);
+    const CurrentSocket current(sock);
     const int keep_alive_ms = to_ms(keep_alive_timeout_sec_, 0);
     // httplib's keep-alive rules: up to keep_alive_max_count_ requests, the last one answered with
     // `Connection: close`, and an idle connection closed after the keep-alive timeout.
@@ -197,6 +212,7 @@ bool ConnectionServer::process_and_close_socket(socket_t sock) {
       if (!stream.has_buffered() && !wait_for(sock, POLLIN, keep_alive_ms)) break;
       if (stopping()) break;
       bool connection_closed = false;
+      t_request_start = std::chrono::steady_clock::now();
       ok = process_request(stream, /*close_connection=*/left == 1, connection_closed, nullptr);
       if (!ok || connection_closed) break;
     }

@@ -12,6 +12,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -35,6 +36,12 @@ class ConnectionServer final : public httplib::Server {
   // After stop(): ends every connection that waits for (or is reading) a request; later ones are
   // closed unread. Idempotent.
   void stop_connections();
+
+  // For a handler (handlers run on their connection's thread): whether the client of the request
+  // this thread handles has closed its connection, so that work nobody will read can stop.
+  static bool client_gone();
+  // When the request this thread handles began to arrive (its first bytes were readable).
+  static std::chrono::steady_clock::time_point request_start();
 
   int64_t open_connections() const { return stats_.open.load(); }
   uint64_t refused_connections() const { return stats_.refused.load(); }

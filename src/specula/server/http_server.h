@@ -5,18 +5,27 @@
 // 503 "loading" until set_engine), so clients and orchestrators can watch the load.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "specula/engine/engine.h"
+#include "specula/engine/option_limits.h"
 #include "specula/server/completion_job.h"
 #include "specula/server/generation_queue.h"
 #include "specula/server/metrics.h"
 
+namespace httplib {
+struct Request;
+struct Response;
+}
+
 namespace specula::server {
 
 class ConnectionServer;
+struct PreparedJob;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -31,13 +40,16 @@ struct ServerOptions {
   int64_t read_timeout_s = 30;             // to send a request (and between its parts)
   int64_t max_tokens_default = 2048;
   RequestLimits limits;
+  std::vector<std::string> cors_origins;   // origins browsers may call from ("*": any); empty: no CORS
+  // Receives one line per request (server/access_log.h); empty: no access log.
+  std::function<void(const std::string& line)> access_log;
 };
 
 // Connections beyond --max-queue + --parallel that max_connections must leave room for: a few
 // health/metrics probes.
 inline constexpr size_t kReservedConnections = 4;
-inline constexpr int kMaxParallel = 256;
-inline constexpr size_t kMaxConnectionsLimit = 4096;  // one thread each
+inline constexpr int kMaxParallel = static_cast<int>(limits::kParallel.hi);
+inline constexpr size_t kMaxConnectionsLimit = static_cast<size_t>(limits::kMaxConnections.hi);  // one thread each
 
 class HttpServer {
  public:
@@ -59,7 +71,37 @@ class HttpServer {
   Metrics& metrics() { return metrics_; }
 
  private:
+  using Request = httplib::Request;
+  using Response = httplib::Response;
+
+  // Setup: socket and timeout settings, then the hooks every request passes (API key, CORS,
+  // errors in OpenAI's shape, metrics and the access log), then one handler per route.
+  void configure_connections();
+  void install_hooks();
   void install_routes();
+
+  // Hooks.
+  bool answer_preflight(const Request& req, Response& res) const;
+  bool refuse_unauthorized(const Request& req, Response& res) const;
+  void add_cors_headers(const Request& req, Response& res) const;
+  void shape_error(const Request& req, Response& res) const;
+  void log_request(const Request& req, const Response& res);
+
+  // Routes.
+  void handle_health(Response& res) const;
+  void handle_metrics(Response& res);
+  void handle_models(Response& res) const;
+  void handle_model(const Request& req, Response& res) const;
+  void handle_generation(const Request& req, Response& res, bool chat);
+  void handle_tokenize(const Request& req, Response& res) const;
+  void handle_detokenize(const Request& req, Response& res) const;
+
+  // Parts of the routes.
+  Engine* loaded_engine(Response& res) const;  // null (and a 503 sent) while the model loads
+  RequestLimits limits_for(const Engine& engine) const;
+  void refuse_busy(Response& res) const;       // 429 queue full, or 503 when stopping
+  void answer_whole(Engine& engine, const std::shared_ptr<PreparedJob>& job, Response& res);
+  void answer_stream(Engine& engine, const std::shared_ptr<PreparedJob>& job, Response& res);
 
   ServerOptions options_;
   std::unique_ptr<ConnectionServer> http_;

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "specula/speculative/gamma_choice.h"
+#include "specula/engine/option_limits.h"
 #include "specula/util/error.h"
 
 namespace specula::server {
@@ -86,15 +86,13 @@ std::optional<bool> get_bool(const ojson& obj, const char* key) {
   return v.get<bool>();
 }
 
-std::optional<double> get_number(const ojson& obj, const char* key, double lo, double hi, bool lo_open = false) {
+std::optional<double> get_number(const ojson& obj, const char* key, const limits::RealRange& range) {
   const ojson& v = field(obj, key);
   if (v.is_null()) return std::nullopt;
   if (!v.is_number()) throw wrong_type(key, "a number", v);
   const double x = v.get<double>();
-  if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo)) {
-    throw invalid_request(fmt::format("'{}' must be in {}{}, {}], got {}", key, lo_open ? "(" : "[", lo,
-                                      hi == std::numeric_limits<double>::max() ? std::string("inf") : fmt::format("{}", hi), x),
-                          key);
+  if (!limits::contains(range, x)) {
+    throw invalid_request(fmt::format("'{}' must be in {}, got {}", key, limits::describe(range), x), key);
   }
   return x;
 }
@@ -180,8 +178,9 @@ void parse_logit_bias(const ojson& obj, const RequestLimits& limits, SamplingOve
     }
     if (!value.is_number()) throw wrong_type(param, "a number", value);
     const double b = value.get<double>();
-    if (!std::isfinite(b) || b < -100.0 || b > 100.0) {
-      throw invalid_request(fmt::format("'{}' must be in [-100, 100], got {}", param, b), param);
+    if (!limits::contains(limits::kLogitBias, b)) {
+      throw invalid_request(fmt::format("'{}' must be in {}, got {}", param, limits::describe(limits::kLogitBias), b),
+                            param);
     }
     bias[static_cast<int32_t>(id)] = b;
   }
@@ -202,17 +201,17 @@ GenerationParams parse_common(const ojson& doc, const RequestLimits& limits) {
     }
   }
 
-  p.max_tokens = get_int(doc, "max_tokens", 1, limits.max_tokens);
-  if (auto m = get_int(doc, "max_completion_tokens", 1, limits.max_tokens)) p.max_tokens = m;
+  p.max_tokens = get_int(doc, "max_tokens", limits::kMaxTokens.lo, limits.max_tokens);
+  if (auto m = get_int(doc, "max_completion_tokens", limits::kMaxTokens.lo, limits.max_tokens)) p.max_tokens = m;
 
   SamplingOverrides& s = p.sampling;
-  s.temperature = get_number(doc, "temperature", 0.0, 1e6);
-  s.top_p = get_number(doc, "top_p", 0.0, 1.0, /*lo_open=*/true);
-  s.min_p = get_number(doc, "min_p", 0.0, 1.0);
-  s.presence_penalty = get_number(doc, "presence_penalty", -2.0, 2.0);
-  s.frequency_penalty = get_number(doc, "frequency_penalty", -2.0, 2.0);
-  s.repetition_penalty = get_number(doc, "repetition_penalty", 0.0, 1e6, /*lo_open=*/true);
-  if (auto k = get_int(doc, "top_k", -1, std::numeric_limits<int32_t>::max())) {
+  s.temperature = get_number(doc, "temperature", limits::kTemperature);
+  s.top_p = get_number(doc, "top_p", limits::kTopP);
+  s.min_p = get_number(doc, "min_p", limits::kMinP);
+  s.presence_penalty = get_number(doc, "presence_penalty", limits::kPresencePenalty);
+  s.frequency_penalty = get_number(doc, "frequency_penalty", limits::kFrequencyPenalty);
+  s.repetition_penalty = get_number(doc, "repetition_penalty", limits::kRepetitionPenalty);
+  if (auto k = get_int(doc, "top_k", -1, limits::kTopK.hi)) {
     s.top_k = static_cast<int>(*k < 0 ? 0 : *k);  // vLLM's -1 = off
   }
   if (const ojson& seed = field(doc, "seed"); !seed.is_null()) {
@@ -234,17 +233,16 @@ GenerationParams parse_common(const ojson& doc, const RequestLimits& limits) {
 
   p.speculative = get_bool(doc, "speculative");
   if (const ojson& g = field(doc, "gamma"); !g.is_null()) {
-    std::string text;
-    if (g.is_string()) text = g.get<std::string>();
-    else if (g.is_number_integer() || g.is_number_unsigned()) text = std::to_string(as_integer(g, "gamma", 0, 64));
-    else throw wrong_type("gamma", "a non-negative integer or \"auto\"", g);
-    try {
-      const GammaChoice choice = parse_gamma_choice(text);
-      if (!choice.automatic && choice.fixed > 64) throw invalid_request("'gamma' must be in [0, 64] or \"auto\"", "gamma");
-    } catch (const specula::Error& e) {
-      throw invalid_request(fmt::format("'gamma' must be a non-negative integer or \"auto\": {}", e.what()), "gamma");
+    if (g.is_string()) {
+      p.gamma = g.get<std::string>();
+      if (const std::string error = limits::gamma_text_error(*p.gamma); !error.empty()) {
+        throw invalid_request(fmt::format("'gamma': {}", error), "gamma");
+      }
+    } else if (g.is_number_integer() || g.is_number_unsigned()) {
+      p.gamma = std::to_string(as_integer(g, "gamma", limits::kGamma.lo, limits::kGamma.hi));
+    } else {
+      throw wrong_type("gamma", fmt::format("a draft length in {} or \"auto\"", limits::describe(limits::kGamma)).c_str(), g);
     }
-    p.gamma = text;
   }
   return p;
 }

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "specula/engine/option_limits.h"
 #include "specula/sample/sampling_params.h"
 #include "specula/server/api_error.h"
 
@@ -20,10 +21,10 @@ namespace specula::server {
 struct RequestLimits {
   size_t max_stop_strings = 16;
   size_t max_stop_length = 1024;      // bytes per stop string
-  int max_top_logprobs = 20;          // chat top_logprobs and completions logprobs
+  int max_top_logprobs = static_cast<int>(limits::kTopLogprobs.hi);  // chat top_logprobs, completions logprobs
   size_t max_logit_bias = 1024;       // entries
   size_t max_messages = 4096;
-  int64_t max_tokens = 1 << 30;       // an upper bound on max_tokens (the context clips it later)
+  int64_t max_tokens = limits::kMaxTokens.hi;  // an upper bound on max_tokens (the context clips it later)
   int64_t vocab_size = 0;             // > 0: token ids (logit_bias keys, prompt ids) must be below it
 };
 

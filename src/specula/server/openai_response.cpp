@@ -33,7 +33,7 @@ ojson usage_json(const Usage& u) {
           {"completion_tokens", u.completion_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens},
           {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
-          {"specula", {{"drafted_tokens", u.drafted_tokens}, {"accepted_tokens", u.accepted_tokens}}}};
+          {"specula", {{"drafted_tokens", u.drafted_tokens}, {"accepted_tokens", u.accepted_tokens}, {"seed", u.seed}}}};
 }
 
 ojson chat_logprobs_json(const std::vector<TokenLogprobs>& logprobs, int top_n) {

@@ -21,6 +21,7 @@ struct Usage {
   int64_t cached_tokens = 0;
   int64_t drafted_tokens = 0;
   int64_t accepted_tokens = 0;
+  uint64_t seed = 0;  // the sampling seed: the request's, or the fresh one an unseeded request got
 };
 
 struct ChatToolCall {
