@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/constraint_options.h"
 #include "cli/run_speculative.h"
 #include "cli/text_prompt.h"
 #include "cli/token_list.h"
@@ -62,7 +63,9 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::IsMember({"exact", "fast", "int8"}))
       ->capture_default_str();
   add_speculative_options(cmd, *spec);
-  cmd->callback([args, spec, text_args, tokens] {
+  auto constraint = std::make_shared<ConstraintArgs>();
+  add_constraint_options(cmd, *constraint);
+  cmd->callback([args, spec, text_args, tokens, constraint] {
     const bool text_mode = text_prompt_requested(*text_args);
     if (!text_mode && tokens->count() == 0) throw CLI::RequiredError("--tokens or --prompt");
     if (text_mode && text_args->prompt_option->count() == 0) {
@@ -90,6 +93,7 @@ void add_run_command(CLI::App& app) {
       b.max_context = args->max_context;
       b.precision = args->precision;
       b.prompt_ids = prompt;
+      if (constraint->requested()) b.constraint = load_constraint(*constraint, args->model);
       run_speculative(b, *spec, text.get());
     }
   });

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "specula/server/output_constraint.h"
 #include "specula/speculative/gamma_choice.h"
 #include "specula/util/error.h"
 
@@ -246,6 +247,7 @@ GenerationParams parse_common(const ojson& doc, const RequestLimits& limits) {
     }
     p.gamma = text;
   }
+  p.grammar = parse_output_constraint(doc);
   return p;
 }
 
@@ -413,17 +415,6 @@ void parse_tool_choice(const ojson& doc, ChatCompletionRequest& r) {
   r.tool_choice_function = name.get<std::string>();
 }
 
-void refuse_response_format(const ojson& doc) {
-  const ojson& rf = field(doc, "response_format");
-  if (rf.is_null()) return;
-  if (!rf.is_object()) throw wrong_type("response_format", "an object", rf);
-  const ojson& type = field(rf, "type");
-  if (!type.is_string() || type.get<std::string>() != "text") {
-    throw invalid_request("'response_format' other than {\"type\": \"text\"} is not supported (no constrained decoding)",
-                          "response_format");
-  }
-}
-
 }  // namespace
 
 ChatCompletionRequest parse_chat_completion_request(std::string_view body, const RequestLimits& limits) {
@@ -451,7 +442,6 @@ ChatCompletionRequest parse_chat_completion_request(std::string_view body, const
     if (!kw.is_object()) throw wrong_type("chat_template_kwargs", "an object", kw);
     r.chat_template_kwargs = kw;
   }
-  refuse_response_format(doc);
   r.logprobs = get_bool(doc, "logprobs").value_or(false);
   if (auto top = get_int(doc, "top_logprobs", 0, limits.max_top_logprobs)) {
     if (!r.logprobs) throw invalid_request("'top_logprobs' needs 'logprobs' set to true", "top_logprobs");

@@ -18,10 +18,15 @@
 #include <climits>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "specula/grammar/grammar_matcher.h"
+#include "specula/grammar/token_mask.h"
 #include "specula/model/target_model.h"
+#include "specula/sample/logits_pipeline.h"
 #include "specula/sample/rng.h"
 #include "specula/sample/token_distribution.h"
 #include "specula/speculative/gamma_policy.h"
@@ -70,6 +75,12 @@ class SpeculativeSession {
   void continue_or_finish(bool going);
   void finish();
   bool is_eos(int32_t t) const;
+  // Constrained decoding (options.constraint): the mask after `state` ({} when unconstrained),
+  // masking one drafter step's candidates, and advancing the emitted state.
+  AllowedTokens constraint_mask(const grammar::GrammarMatcher* state);
+  bool constrain_draft_step(DraftStep& step, const grammar::GrammarMatcher& state);
+  void truncate_drafts_to_constraint();
+  bool advance_constraint(int32_t token);
 
   const TargetModel& model_;
   TargetCache& cache_;
@@ -99,6 +110,8 @@ class SpeculativeSession {
   double draft_ms_ = 0.0;         // the current round's drafting time
   int64_t load_cap_ = INT64_MAX;
   std::chrono::steady_clock::time_point decode_start_;
+  std::unique_ptr<grammar::TokenMasker> masker_;          // null when unconstrained
+  std::optional<grammar::GrammarMatcher> grammar_state_;  // after every emitted token
 };
 
 }  // namespace specula
