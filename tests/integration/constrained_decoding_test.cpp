@@ -1,6 +1,7 @@
 // Constrained decoding on the tiny golden models: output under a JSON Schema always parses and
 // validates, and speculative decoding under the constraint equals plain constrained decoding
 // (greedy: the same tokens with the drafter, forced random drafts and prompt lookup).
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <string>
