@@ -31,5 +31,8 @@ int fuzz_openai_request(const uint8_t* data, size_t size);
 // GGUF file: the whole input is the file; then every metadata getter and a row of each tensor
 // through the dequantizer.
 int fuzz_gguf(const uint8_t* data, size_t size);
+// Output constraints: byte 0 even -> the rest is GBNF grammar text, odd -> a JSON Schema; a
+// grammar that compiles is then run over the same bytes.
+int fuzz_grammar(const uint8_t* data, size_t size);
 
 }  // namespace specula::fuzz

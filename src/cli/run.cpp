@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/constraint_options.h"
 #include "cli/flag_checks.h"
 #include "cli/run_speculative.h"
 #include "cli/text_prompt.h"
@@ -65,7 +66,9 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   add_speculative_options(cmd, *spec);
   cmd->get_option("--trace")->needs(json);
-  cmd->callback([args, spec, text_args, tokens] {
+  auto constraint = std::make_shared<ConstraintArgs>();
+  add_constraint_options(cmd, *constraint);
+  cmd->callback([args, spec, text_args, tokens, constraint] {
     warn_if_threads_above_cores("--threads", args->threads);
     check_context_flag("--max-context", args->max_context, args->model);
     const bool text_mode = text_prompt_requested(*text_args);
@@ -95,6 +98,7 @@ void add_run_command(CLI::App& app) {
       b.max_context = args->max_context;
       b.precision = args->precision;
       b.prompt_ids = prompt;
+      if (constraint->requested()) b.constraint = load_constraint(*constraint, args->model);
       run_speculative(b, *spec, text.get());
     }
   });

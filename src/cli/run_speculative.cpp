@@ -55,6 +55,7 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
   so.max_tokens = b.max_tokens;
   so.ignore_eos = b.ignore_eos;
   so.trace = a.trace;
+  so.constraint = b.constraint;
   so.sampling.temperature = a.temperature.value_or(0.0);
   if (a.top_k) so.sampling.top_k = *a.top_k;
   if (a.top_p) so.sampling.top_p = *a.top_p;

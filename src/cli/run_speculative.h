@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/text_prompt.h"
+#include "specula/grammar/token_constraint.h"
 #include "specula/model/target_model.h"
 
 namespace specula::cli {
@@ -38,6 +39,7 @@ struct RunBasics {
   int64_t max_context = 0;
   std::string precision = "fast";  // --precision: "fast", "exact" or "int8"
   std::optional<std::vector<int32_t>> prompt_ids;  // text mode: the encoded prompt (instead of tokens)
+  grammar::TokenConstraint constraint;              // --json-schema / --grammar
 };
 
 void add_speculative_options(CLI::App* cmd, SpeculativeRunArgs& args);

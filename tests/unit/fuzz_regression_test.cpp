@@ -32,6 +32,7 @@ const Target kTargets[] = {
     {"checkpoint_dir", specula::fuzz::fuzz_checkpoint_dir},
     {"openai_request", specula::fuzz::fuzz_openai_request},
     {"gguf", specula::fuzz::fuzz_gguf},
+    {"grammar", specula::fuzz::fuzz_grammar},
 };
 
 std::vector<fs::path> inputs(const fs::path& dir) {

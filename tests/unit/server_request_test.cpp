@@ -142,7 +142,17 @@ TEST(ServerRequest, ChatRefusalsNameTheField) {
       {R"({"messages":[{"role":"user","content":"x"}],"speculative":1})", "speculative"},
       {R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})", "tool_choice"},
       {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})", "tools[0].function"},
-      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})", "response_format"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}})", "response_format.type"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})", "response_format.json_schema"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"string","pattern":"a"}}}})",
+       "response_format.json_schema.schema"},
+      {R"({"messages":[{"role":"user","content":"x"}],"json_schema":{"type":"nope"}})", "json_schema"},
+      {R"({"messages":[{"role":"user","content":"x"}],"guided_json":"{not json"})", "guided_json"},
+      {R"({"messages":[{"role":"user","content":"x"}],"grammar":"root ::= ("})", "grammar"},
+      {R"({"messages":[{"role":"user","content":"x"}],"guided_grammar":5})", "guided_grammar"},
+      {R"({"messages":[{"role":"user","content":"x"}],"guided_regex":"a+"})", "guided_regex"},
+      {R"({"messages":[{"role":"user","content":"x"}],"guided_choice":["a"]})", "guided_choice"},
+      {R"({"messages":[{"role":"user","content":"x"}],"json_schema":{},"grammar":"root ::= \"a\""})", "grammar"},
       {R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":"{"}}]}]})",
        "messages[0].tool_calls[0].function.arguments"},
   };
@@ -202,6 +212,25 @@ TEST(ServerRequest, NumericFieldsOutOfRangeNameTheFieldTheValueAndTheRange) {
       kLimits);
   EXPECT_EQ(*r.params.gamma, "64");
   EXPECT_EQ(*r.params.sampling.top_k, 0);
+}
+
+TEST(ServerRequest, OutputConstraintsInEverySpellingAreCompiled) {
+  const char* bodies[] = {
+      R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
+      R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"w","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false}}}})",
+      R"({"messages":[{"role":"user","content":"x"}],"json_schema":{"type":"array","items":{"enum":["a","b"]}}})",
+      R"({"messages":[{"role":"user","content":"x"}],"guided_json":"{\"type\": \"boolean\"}"})",
+      R"({"messages":[{"role":"user","content":"x"}],"grammar":"root ::= \"yes\" | \"no\""})",
+      R"({"messages":[{"role":"user","content":"x"}],"guided_grammar":"root ::= [0-9]+","response_format":{"type":"text"}})",
+  };
+  for (const char* body : bodies) EXPECT_NE(parse_chat_completion_request(body, kLimits).params.grammar, nullptr) << body;
+  EXPECT_NE(parse_completion_request(R"({"prompt":"x","guided_json":{"type":"null"}})", kLimits).params.grammar, nullptr);
+  EXPECT_EQ(parse_chat_completion_request(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}})",
+                                          kLimits)
+                .params.grammar,
+            nullptr);
+  const ApiError e = chat_error(R"({"messages":[{"role":"user","content":"x"}],"grammar":"root ::= \"a\"\nroot ::= x"})");
+  EXPECT_NE(std::string(e.what()).find("grammar line 2, column 1: rule 'root' is defined twice"), std::string::npos) << e.what();
 }
 
 TEST(ServerRequest, MalformedAndHostileBodiesAre400) {

@@ -12,6 +12,7 @@
 #include "specula/engine/option_limits.h"
 #include "specula/engine/scheduler.h"
 #include "specula/engine/text_stream.h"
+#include "specula/engine/token_vocabulary.h"
 #include "specula/model/target_model.h"
 #include "specula/model/drafter.h"
 #include "specula/model/gguf_target.h"
@@ -49,7 +50,7 @@ bool has_chat_template(const fs::path& dir) {
 
 std::string finish_reason_of(const std::string& stop_reason, bool stop_string, bool cancelled) {
   if (stop_string) return "stop";
-  if (stop_reason == "eos") return "stop";
+  if (stop_reason == "eos" || stop_reason == "grammar") return "stop";
   if (stop_reason == "max_tokens" || stop_reason == "context") return "length";
   if (cancelled || stop_reason == "callback") return "cancelled";
   return stop_reason;
@@ -195,6 +196,12 @@ int64_t Engine::running() const { return scheduler_->running(); }
 int64_t Engine::waiting() const { return scheduler_->waiting(); }
 double Engine::kv_utilization() const { return scheduler_->kv_utilization(); }
 
+std::shared_ptr<const grammar::TokenTrie> Engine::token_vocabulary() const {
+  std::call_once(token_vocabulary_once_,
+                 [&] { token_vocabulary_ = build_token_vocabulary(*tokenizer_, model_->vocab_size()); });
+  return token_vocabulary_;
+}
+
 // ---- generation ----
 
 GenerationResult Engine::generate(const GenerationRequest& request, const GenerationCallback& on_event) {
@@ -216,6 +223,8 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   const bool any_stop = std::any_of(request.stop.begin(), request.stop.end(), [](const auto& s) { return !s.empty(); });
   if (any_stop && !tokenizer_)
     fail("engine: stop strings need a tokenizer, and {} has no tokenizer.json", options_.model_dir);
+  if (request.grammar && !tokenizer_)
+    fail("engine: constrained output needs a tokenizer, and {} has no tokenizer.json", options_.model_dir);
 
   const bool has_draft_source = drafter_ != nullptr || options_.draft == "lookup";
   const bool speculate = request.speculative && has_draft_source;
@@ -226,6 +235,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   so.max_tokens = request.max_tokens;
   so.ignore_eos = request.ignore_eos;
   so.sampling = request.sampling;
+  if (request.grammar) so.constraint = {request.grammar, token_vocabulary()};
   if (speculate) {
     so.method = drafter_ ? DraftMethod::Drafter : DraftMethod::Lookup;
     so.gamma = request.gamma.value_or(gamma_);

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,7 @@ class ThreadPool;
 namespace text {
 class Tokenizer;
 }
+
 
 struct EngineOptions {
   std::string model_dir;
@@ -83,6 +85,10 @@ struct GenerationRequest {
   std::optional<GammaChoice> gamma;
   int top_logprobs = -1;                 // -1: no logprobs; 0..20: the chosen token's + that many
   bool skip_special_tokens = true;       // in the streamed text
+  // Constrained output (grammar/): a JSON Schema or GBNF grammar, compiled; null for none. Needs
+  // the tokenizer. The output is always a prefix of the grammar's language, complete unless the
+  // token budget or the context ended it first.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 // One piece of streamed output: the tokens emitted since the last event and the text that became
@@ -179,6 +185,10 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   SamplingParams default_sampling_;
   GammaChoice gamma_;
+  // The token bytes for constrained decoding, built on first use.
+  std::shared_ptr<const grammar::TokenTrie> token_vocabulary() const;
+  mutable std::once_flag token_vocabulary_once_;
+  mutable std::shared_ptr<const grammar::TokenTrie> token_vocabulary_;
 };
 
 }  // namespace specula

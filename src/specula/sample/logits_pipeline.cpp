@@ -91,13 +91,27 @@ Scratch& scratch() {
   return s;
 }
 
+// Tokens outside the constraint's mask can never be chosen. Whole zero words skip 64 tokens at once.
+void mask_disallowed(AllowedTokens allowed, std::vector<float>& out) {
+  const size_t n = out.size();
+  for (size_t w = 0; w < allowed.size(); ++w) {
+    const uint64_t bits = allowed[w];
+    if (bits == ~uint64_t{0}) continue;
+    const size_t end = std::min(n, (w + 1) * 64);
+    for (size_t i = w * 64; i < end; ++i)
+      if (!((bits >> (i & 63)) & 1)) out[i] = kNegInf;
+  }
+}
+
 }  // namespace
 
 LogitsIssues process_logits(std::span<const float> logits, const TokenHistory& history, const SamplingParams& params,
-                            std::vector<float>& out) {
+                            std::vector<float>& out, AllowedTokens allowed) {
   const int64_t V = static_cast<int64_t>(logits.size());
   validate_for_vocab(params, V);
   check_history(history, V);
+  if (!allowed.empty() && allowed.size() != static_cast<size_t>((V + 63) / 64))
+    fail("sampling: the allowed-token mask has {} words, the vocabulary of {} needs {}", allowed.size(), V, (V + 63) / 64);
   LogitsIssues issues;
   out.assign(logits.begin(), logits.end());
   for (float& x : out) {
@@ -114,6 +128,7 @@ LogitsIssues process_logits(std::span<const float> logits, const TokenHistory& h
     x = (bias == -std::numeric_limits<double>::infinity()) ? kNegInf : static_cast<float>(x + bias);
   }
   for (const int32_t id : params.suppress_tokens) out[static_cast<size_t>(id)] = kNegInf;
+  if (!allowed.empty()) mask_disallowed(allowed, out);
 
   if (params.repetition_penalty != 1.0) {
     // Mark-on-first-sight over a per-vocabulary bitmap: each distinct token is penalized once.
@@ -158,13 +173,13 @@ int32_t argmax_lowest_id(std::span<const float> values) {
 }
 
 ProcessedDistribution build_distribution(std::span<const float> logits, const TokenHistory& history,
-                                         const SamplingParams& params) {
+                                         const SamplingParams& params, AllowedTokens allowed) {
   const int64_t V = static_cast<int64_t>(logits.size());
   if (V == 0) fail("sampling: empty logits (vocabulary size 0)");
   if (V > std::numeric_limits<int32_t>::max()) fail("sampling: vocabulary size {} exceeds the int32 token id range", V);
   ProcessedDistribution result;
   std::vector<float>& x = scratch().logits;
-  result.issues = process_logits(logits, history, params, x);
+  result.issues = process_logits(logits, history, params, x, allowed);
 
   const int32_t best = argmax_lowest_id(x);
   if (best < 0) {

@@ -6,7 +6,8 @@
 //   processors (also applied when greedy):
 //   1. NaN logits -> -inf (counted in LogitsIssues::nan_logits)
 //   2. logit_bias: logit += bias (a -inf bias bans the token, even one whose logit is +inf)
-//   3. suppress_tokens: logit = -inf
+//   3. suppress_tokens: logit = -inf; with an allowed-token mask (constrained decoding,
+//      grammar/token_mask.h), every token outside it too
 //   4. repetition penalty (HF): for each DISTINCT token of the whole history (prompt + generated),
 //      logit / penalty if logit > 0, else logit * penalty
 //   5. presence / frequency penalties (OpenAI / vLLM): for each token generated so far (history after
@@ -48,6 +49,10 @@ struct TokenHistory {
   size_t prompt_length = 0;  // tokens[0, prompt_length) are the prompt
 };
 
+// A bitset over the vocabulary (bit t of word t / 64): the tokens a constraint allows this step.
+// Empty = no constraint.
+using AllowedTokens = std::span<const uint64_t>;
+
 struct LogitsIssues {
   int64_t nan_logits = 0;      // NaN inputs (treated as -inf)
   int64_t pos_inf_logits = 0;  // +inf inputs
@@ -62,15 +67,15 @@ struct ProcessedDistribution {
 
 // Stages 1-5: writes the processed logits to `out` (resized to logits.size()). Throws
 // specula::Error for invalid params, token ids outside the vocabulary (history, logit_bias,
-// suppress_tokens) or prompt_length > history size.
+// suppress_tokens), prompt_length > history size or a mask of the wrong size.
 LogitsIssues process_logits(std::span<const float> logits, const TokenHistory& history,
-                            const SamplingParams& params, std::vector<float>& out);
+                            const SamplingParams& params, std::vector<float>& out, AllowedTokens allowed = {});
 
 // Index of the largest value, lowest index on ties, NaN and -inf ignored; -1 if none qualifies.
 int32_t argmax_lowest_id(std::span<const float> values);
 
 // The full pipeline: the exact distribution plain sampling draws from (a point mass when greedy).
 ProcessedDistribution build_distribution(std::span<const float> logits, const TokenHistory& history,
-                                         const SamplingParams& params);
+                                         const SamplingParams& params, AllowedTokens allowed = {});
 
 }  // namespace specula

@@ -3,8 +3,8 @@
 namespace specula {
 
 SampledToken sample_token(std::span<const float> logits, const TokenHistory& history, const SamplingParams& params,
-                          Rng& rng) {
-  ProcessedDistribution d = build_distribution(logits, history, params);
+                          Rng& rng, AllowedTokens allowed) {
+  ProcessedDistribution d = build_distribution(logits, history, params, allowed);
   SampledToken out;
   out.issues = d.issues;
   // A greedy or fully masked step is a point mass: no randomness needed.

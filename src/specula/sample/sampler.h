@@ -15,7 +15,8 @@ struct SampledToken {
 
 // Greedy (temperature 0): the argmax of the processed logits, lowest id on ties; draws nothing
 // from `rng`. Otherwise one draw from build_distribution's p: consumes exactly one rng.uniform().
+// `allowed`: the constraint's token mask (logits_pipeline.h), empty for none.
 SampledToken sample_token(std::span<const float> logits, const TokenHistory& history, const SamplingParams& params,
-                          Rng& rng);
+                          Rng& rng, AllowedTokens allowed = {});
 
 }  // namespace specula

@@ -61,6 +61,7 @@ void finish_prepare(const Engine& engine, const GenerationParams& params, const 
     throw invalid_request(e.what(), "");
   }
   g.ignore_eos = params.ignore_eos;
+  g.grammar = params.grammar;
   g.speculative = params.speculative.value_or(true);
   if (params.gamma) g.gamma = checked_gamma(engine, *params.gamma);
   g.stop = params.stop;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "specula/engine/option_limits.h"
+#include "specula/server/output_constraint.h"
 #include "specula/util/error.h"
 
 namespace specula::server {
@@ -244,6 +245,7 @@ GenerationParams parse_common(const ojson& doc, const RequestLimits& limits) {
       throw wrong_type("gamma", fmt::format("a draft length in {} or \"auto\"", limits::describe(limits::kGamma)).c_str(), g);
     }
   }
+  p.grammar = parse_output_constraint(doc);
   return p;
 }
 
@@ -411,17 +413,6 @@ void parse_tool_choice(const ojson& doc, ChatCompletionRequest& r) {
   r.tool_choice_function = name.get<std::string>();
 }
 
-void refuse_response_format(const ojson& doc) {
-  const ojson& rf = field(doc, "response_format");
-  if (rf.is_null()) return;
-  if (!rf.is_object()) throw wrong_type("response_format", "an object", rf);
-  const ojson& type = field(rf, "type");
-  if (!type.is_string() || type.get<std::string>() != "text") {
-    throw invalid_request("'response_format' other than {\"type\": \"text\"} is not supported (no constrained decoding)",
-                          "response_format");
-  }
-}
-
 }  // namespace
 
 ChatCompletionRequest parse_chat_completion_request(std::string_view body, const RequestLimits& limits) {
@@ -449,7 +440,6 @@ ChatCompletionRequest parse_chat_completion_request(std::string_view body, const
     if (!kw.is_object()) throw wrong_type("chat_template_kwargs", "an object", kw);
     r.chat_template_kwargs = kw;
   }
-  refuse_response_format(doc);
   r.logprobs = get_bool(doc, "logprobs").value_or(false);
   if (auto top = get_int(doc, "top_logprobs", 0, limits.max_top_logprobs)) {
     if (!r.logprobs) throw invalid_request("'top_logprobs' needs 'logprobs' set to true", "top_logprobs");

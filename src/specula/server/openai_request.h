@@ -5,6 +5,7 @@
 // Token-level checks that need the model (prompt length, token ids against the vocabulary when
 // RequestLimits::vocab_size is 0) happen later, in the HTTP layer.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "specula/engine/option_limits.h"
+#include "specula/grammar/grammar.h"
 #include "specula/sample/sampling_params.h"
 #include "specula/server/api_error.h"
 
@@ -39,6 +41,9 @@ struct GenerationParams {
   bool ignore_eos = false;                 // vLLM extension
   std::optional<bool> speculative;         // specula extension: false = plain decoding
   std::optional<std::string> gamma;        // specula extension: "auto" or a non-negative integer
+  // Constrained output (server/output_constraint.h): response_format, json_schema, guided_json,
+  // grammar or guided_grammar, compiled; null when none.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 enum class ToolChoice { Auto, None, Required, Function };

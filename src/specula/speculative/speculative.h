@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "specula/grammar/token_constraint.h"
 #include "specula/model/target_model.h"
 #include "specula/sample/sampling_params.h"
 #include "specula/speculative/gamma_choice.h"
@@ -62,6 +63,11 @@ struct SpeculativeOptions {
   // verify row i for accepted draft i, row a for the target's own token. False stops generation
   // after this token (stop_reason "callback"), like on_token.
   std::function<bool(int32_t token, std::span<const float> logits)> on_emit;
+  // Constrained decoding: every token chosen keeps the output a prefix of the grammar's language
+  // (the mask is applied in the logits pipeline, to the first token, each verify row with the
+  // grammar state of its own prefix, and the drafts); EOS only where the grammar may end. Once the
+  // grammar is complete with nothing allowed to follow, generation stops (stop_reason "eos").
+  grammar::TokenConstraint constraint;
   // Called after each decode step (the prefill's first token, then every verify round) whose
   // tokens were all emitted without stopping. False stops generation (stop_reason "callback").
   std::function<bool()> on_step;
@@ -103,7 +109,9 @@ struct SpeculativeStats {
 
 struct SpeculativeResult {
   std::vector<int32_t> tokens;
-  std::string stop_reason;  // "eos", "max_tokens", "context" or "callback"
+  // "eos", "max_tokens", "context", "callback" or "grammar" (a constraint left no token: only with
+  // a vocabulary that cannot spell what the grammar requires)
+  std::string stop_reason;
   SpeculativeStats stats;
   std::vector<SpecRound> rounds;  // with options.trace
   // What the cache holds after the prompt: cache.offset() == prompt.size() + cache_tail.size().

@@ -1,6 +1,8 @@
 #include "specula/speculative/speculative_session.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "specula/sample/logits_pipeline.h"
 #include "specula/sample/sampler.h"
@@ -65,6 +67,14 @@ SpeculativeSession::SpeculativeSession(const TargetModel& model, TargetCache& ca
   } else {
     cache_.reset();
   }
+  if (options_.constraint) {
+    if (!options_.constraint.vocabulary) fail("speculative: a grammar constraint needs the vocabulary's token bytes");
+    // With ignore_eos the grammar's completion ends the generation instead of an EOS token.
+    masker_ = std::make_unique<grammar::TokenMasker>(options_.constraint.grammar, options_.constraint.vocabulary,
+                                                     static_cast<size_t>(vocab_),
+                                                     options_.ignore_eos ? std::vector<int32_t>{} : eos_);
+    grammar_state_.emplace(options_.constraint.grammar);
+  }
   res_.stats.prompt_tokens = static_cast<int64_t>(prompt_.size());
   res_.stop_reason = "max_tokens";
   context_ = prompt_;
@@ -113,22 +123,33 @@ void SpeculativeSession::begin_round() {
   if (use_drafter_) {
     draft_token_ = context_.back();
     draft_hidden_ = g_;
+    draft_state_ = grammar_state_;
+    draft_blocked_ = false;
   } else {
     const auto t0 = Clock::now();
     drafts_ = prompt_lookup_drafts(context_, round_gamma_, options_.lookup);
+    truncate_drafts_to_constraint();
     draft_ms_ = ms_since(t0);
   }
 }
 
 std::optional<DraftRow> SpeculativeSession::draft_row() const {
-  if (!drafting_ || !use_drafter_ || static_cast<int64_t>(drafts_.size()) >= round_gamma_) return std::nullopt;
+  if (!drafting_ || !use_drafter_ || draft_blocked_ || static_cast<int64_t>(drafts_.size()) >= round_gamma_)
+    return std::nullopt;
   return DraftRow{draft_token_, draft_hidden_.data(), &cache_, static_cast<int64_t>(drafts_.size())};
 }
 
 // A drafter step's result: its greedy token, or with sampling a token drawn from its candidates'
-// distribution q (kept for the verification); the next step chains its post_projection.
+// distribution q (kept for the verification); the next step chains its post_projection. Under a
+// constraint the candidates are masked by the grammar state after the drafts so far, and drafting
+// stops where the grammar allows none.
 void SpeculativeSession::add_draft(DraftStep step, double draft_ms) {
   if (!draft_row()) fail("speculative: add_draft() with no draft step pending");
+  draft_ms_ += draft_ms;
+  if (draft_state_ && !constrain_draft_step(step, *draft_state_)) {
+    draft_blocked_ = true;
+    return;
+  }
   int32_t d = step.token;
   if (!greedy_) {
     qs_.push_back(
@@ -136,9 +157,9 @@ void SpeculativeSession::add_draft(DraftStep step, double draft_ms) {
     d = qs_.back().sample(draft_rng_);
   }
   drafts_.push_back(d);
+  if (draft_state_ && !masker_->accept_token(*draft_state_, d)) draft_blocked_ = true;
   draft_token_ = d;
   draft_hidden_ = std::move(step.post_projection);
-  draft_ms_ += draft_ms;
 }
 
 SequenceRows SpeculativeSession::verify_rows() {
@@ -190,8 +211,9 @@ void SpeculativeSession::finish_prefill(const ForwardOutput& out) {
   res_.stats.target_calls = 1;
   if (use_drafter_) g_.assign(out.hidden_row(0), out.hidden_row(0) + out.hidden_size);
   const TokenHistory history{context_, prompt_.size()};
-  const int32_t first =
-      sample_token({out.logits_row(0), static_cast<size_t>(vocab_)}, history, options_.sampling, verify_rng_).id;
+  const int32_t first = sample_token({out.logits_row(0), static_cast<size_t>(vocab_)}, history, options_.sampling,
+                                     verify_rng_, constraint_mask(grammar_state_ ? &*grammar_state_ : nullptr))
+                            .id;
   decode_start_ = Clock::now();
   phase_ = Phase::Decode;
   continue_or_finish(emit(first, out.logits_row(0)) && step_done());
@@ -209,24 +231,31 @@ void SpeculativeSession::finish_round(const ForwardOutput& out, double verify_ms
     return std::span<const float>(out.logits_row(static_cast<size_t>(j)), static_cast<size_t>(vocab_));
   };
   const SamplingParams& params = options_.sampling;
+  // Each row is masked with the grammar state of its own prefix: the emitted state advanced along
+  // the drafts accepted before it.
+  std::optional<grammar::GrammarMatcher> row_state = grammar_state_;
+  auto row_mask = [&] { return constraint_mask(row_state ? &*row_state : nullptr); };
+  auto accept_into_row_state = [&](int32_t draft) { return !row_state || masker_->accept_token(*row_state, draft); };
   int64_t a = 0;
   int32_t target_token = 0;
   if (greedy_) {
     for (;; ++a) {
-      target_token = sample_token(row_logits(a), row_history(a), params, verify_rng_).id;
+      target_token = sample_token(row_logits(a), row_history(a), params, verify_rng_, row_mask()).id;
       if (a == round_gamma || drafts_[static_cast<size_t>(a)] != target_token) break;
+      if (!accept_into_row_state(target_token)) break;  // a forced fallback token: emit() ends the run
     }
   } else {
     for (; a < round_gamma; ++a) {
-      const TokenDistribution p = build_distribution(row_logits(a), row_history(a), params).p;
+      const TokenDistribution p = build_distribution(row_logits(a), row_history(a), params, row_mask()).p;
       const DraftVerdict v = verify_draft(drafts_[static_cast<size_t>(a)], p, qs_[static_cast<size_t>(a)], verify_rng_);
       if (!v.accepted) {
         target_token = v.token;
         break;
       }
+      accept_into_row_state(drafts_[static_cast<size_t>(a)]);  // p > 0: the grammar allows it
     }
     if (a == round_gamma)  // every draft accepted: the bonus token from the last row
-      target_token = build_distribution(row_logits(a), row_history(a), params).p.sample(verify_rng_);
+      target_token = build_distribution(row_logits(a), row_history(a), params, row_mask()).p.sample(verify_rng_);
   }
   if (a < round_gamma) cache_.rollback(round_gamma - a);
   res_.cache_tail.push_back(context_.back());
@@ -267,6 +296,10 @@ bool SpeculativeSession::emit(int32_t t, const float* logits) {
     res_.stop_reason = "eos";
     return false;
   }
+  if (!advance_constraint(t)) {
+    res_.stop_reason = "grammar";
+    return false;
+  }
   res_.tokens.push_back(t);
   context_.push_back(t);
   if (on_token_ && !on_token_(t)) {
@@ -281,7 +314,55 @@ bool SpeculativeSession::emit(int32_t t, const float* logits) {
     res_.stop_reason = "max_tokens";
     return false;
   }
+  if (grammar_state_ && grammar_state_->finished()) {  // only the end may follow
+    res_.stop_reason = "eos";
+    return false;
+  }
   return true;
+}
+
+AllowedTokens SpeculativeSession::constraint_mask(const grammar::GrammarMatcher* state) {
+  if (!masker_ || state == nullptr) return {};
+  return masker_->mask(*state);
+}
+
+// Masks one drafter step by the grammar state after the drafts so far: disallowed candidates get
+// score -inf (so the sampled q excludes them) and the greedy choice becomes the best allowed one.
+// False when no candidate is allowed.
+bool SpeculativeSession::constrain_draft_step(DraftStep& step, const grammar::GrammarMatcher& state) {
+  grammar::GrammarMatcher probe = state;
+  if (greedy_ && masker_->accept_token(probe, step.token)) return true;  // the usual case: no mask needed
+  const AllowedTokens allowed = masker_->mask(state);
+  auto is_allowed = [&](int32_t id) { return (allowed[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1; };
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  int64_t best = -1;
+  for (size_t i = 0; i < step.candidate_ids.size(); ++i) {
+    const int32_t id = step.candidate_ids[i];
+    if (!is_allowed(id) || std::isnan(step.candidate_scores[i])) {
+      step.candidate_scores[i] = kNegInf;
+      continue;
+    }
+    const auto b = static_cast<size_t>(best);
+    if (best < 0 || step.candidate_scores[i] > step.candidate_scores[b] ||
+        (step.candidate_scores[i] == step.candidate_scores[b] && id < step.candidate_ids[b]))
+      best = static_cast<int64_t>(i);
+  }
+  if (best < 0 || !(step.candidate_scores[static_cast<size_t>(best)] > kNegInf)) return false;
+  step.token = step.candidate_ids[static_cast<size_t>(best)];
+  return true;
+}
+
+// Prompt-lookup drafts stop at the first one the grammar does not allow (it could never be accepted).
+void SpeculativeSession::truncate_drafts_to_constraint() {
+  if (!grammar_state_) return;
+  grammar::GrammarMatcher state = *grammar_state_;
+  size_t keep = 0;
+  while (keep < drafts_.size() && masker_->accept_token(state, drafts_[keep])) ++keep;
+  drafts_.resize(keep);
+}
+
+bool SpeculativeSession::advance_constraint(int32_t token) {
+  return !grammar_state_ || masker_->accept_token(*grammar_state_, token);
 }
 
 // Ends a decode step whose tokens were all emitted; false = generation stops here.

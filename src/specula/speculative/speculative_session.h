@@ -18,12 +18,16 @@
 #include <climits>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
 
+#include "specula/grammar/grammar_matcher.h"
+#include "specula/grammar/token_mask.h"
 #include "specula/model/drafter.h"
 #include "specula/model/target_model.h"
+#include "specula/sample/logits_pipeline.h"
 #include "specula/sample/rng.h"
 #include "specula/sample/token_distribution.h"
 #include "specula/speculative/gamma_policy.h"
@@ -85,6 +89,12 @@ class SpeculativeSession {
   void continue_or_finish(bool going);
   void finish();
   bool is_eos(int32_t t) const;
+  // Constrained decoding (options.constraint): the mask after `state` ({} when unconstrained),
+  // masking one drafter step's candidates, and advancing the emitted state.
+  AllowedTokens constraint_mask(const grammar::GrammarMatcher* state);
+  bool constrain_draft_step(DraftStep& step, const grammar::GrammarMatcher& state);
+  void truncate_drafts_to_constraint();
+  bool advance_constraint(int32_t token);
 
   const TargetModel& model_;
   TargetCache& cache_;
@@ -111,6 +121,8 @@ class SpeculativeSession {
   bool drafting_ = false;          // between begin_round() and verify_rows()
   int32_t draft_token_ = 0;        // the token the next drafter step extends
   std::vector<float> draft_hidden_;  // and its backbone hidden input
+  std::optional<grammar::GrammarMatcher> draft_state_;  // constrained: the grammar after the drafts so far
+  bool draft_blocked_ = false;     // constrained: the grammar ends this round's drafting
   std::vector<int32_t> drafts_;
   std::vector<TokenDistribution> qs_;
   std::vector<int32_t> history_;
@@ -118,6 +130,8 @@ class SpeculativeSession {
   double draft_ms_ = 0.0;         // the current round's drafting time
   int64_t load_cap_ = INT64_MAX;
   std::chrono::steady_clock::time_point decode_start_;
+  std::unique_ptr<grammar::TokenMasker> masker_;          // null when unconstrained
+  std::optional<grammar::GrammarMatcher> grammar_state_;  // after every emitted token
 };
 
 }  // namespace specula

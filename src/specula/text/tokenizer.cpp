@@ -196,6 +196,19 @@ bool Tokenizer::is_special(int32_t id) const {
   return added >= 0 && added_[added].special;
 }
 
+std::string Tokenizer::token_bytes(int32_t id) const {
+  if (is_special(id)) return {};
+  std::optional<std::string> piece = id_to_token(id);
+  if (!piece) return {};
+  if (const int byte = byte_fallback_value(*piece); byte >= 0) return std::string(1, static_cast<char>(byte));
+  if (!decoder_) return *piece;
+  std::vector<std::string> parts{std::move(*piece)};
+  decoder_->decode_chain(parts);
+  std::string out;
+  for (const std::string& p : parts) out += p;
+  return out;
+}
+
 void Tokenizer::set_cache_capacity(size_t words) { model_->set_cache_capacity(words); }
 
 }  // namespace specula::text

@@ -47,6 +47,9 @@ class Tokenizer {
   // One past the largest id (model vocabulary and added tokens).
   size_t vocab_size() const { return vocab_size_; }
   bool is_special(int32_t id) const;
+  // The raw bytes token `id` adds to decoded text (a byte-fallback token: its one byte, even when
+  // that is part of a multi-byte character); empty for special tokens and ids without a token.
+  std::string token_bytes(int32_t id) const;
   const std::vector<AddedToken>& added_tokens() const { return added_; }
   const std::string& source() const { return source_; }
 

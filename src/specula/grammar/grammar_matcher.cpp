@@ -1,0 +1,145 @@
+#include "specula/grammar/grammar_matcher.h"
+
+#include <algorithm>
+
+#include "specula/util/error.h"
+
+namespace specula::grammar {
+namespace {
+
+// An ambiguous grammar can multiply the live stacks; past this the grammar is refused.
+constexpr size_t kMaxStacks = 4096;
+
+// The code points a UTF-8 sequence of `length` bytes can encode (no overlongs, no surrogate-only check).
+constexpr uint32_t kMinForLength[] = {0, 0, 0x80, 0x800, 0x10000};
+
+int continuation_bytes(uint8_t lead) {
+  if (lead >= 0xC2 && lead <= 0xDF) return 1;
+  if (lead >= 0xE0 && lead <= 0xEF) return 2;
+  if (lead >= 0xF0 && lead <= 0xF4) return 3;
+  return -1;
+}
+
+}  // namespace
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
+  std::vector<Stack> stacks;
+  for (uint32_t alt : grammar_->alternatives[grammar_->root]) {
+    Stack s;
+    if (grammar_->elements[alt].kind != ElementKind::End) s.push_back(alt);
+    expand(std::move(s), stacks);
+  }
+  canonicalize(stacks);
+  stacks_ = std::move(stacks);
+}
+
+void GrammarMatcher::expand(Stack stack, std::vector<Stack>& out) const {
+  if (out.size() > kMaxStacks) fail("grammar: more than {} simultaneous parses (the grammar is too ambiguous)", kMaxStacks);
+  if (stack.empty() || grammar_->elements[stack.back()].kind == ElementKind::Chars) {
+    out.push_back(std::move(stack));
+    return;
+  }
+  const uint32_t pos = stack.back();
+  const uint32_t rule = grammar_->elements[pos].value;
+  stack.pop_back();
+  // Push the continuation only when something follows in this alternative (keeps right
+  // recursion at constant depth).
+  if (grammar_->elements[pos + 1].kind != ElementKind::End) stack.push_back(pos + 1);
+  const auto& alts = grammar_->alternatives[rule];
+  for (size_t i = 0; i < alts.size(); ++i) {
+    Stack next = i + 1 < alts.size() ? stack : std::move(stack);
+    if (grammar_->elements[alts[i]].kind != ElementKind::End) next.push_back(alts[i]);
+    expand(std::move(next), out);
+  }
+}
+
+void GrammarMatcher::canonicalize(std::vector<Stack>& stacks) const {
+  std::sort(stacks.begin(), stacks.end());
+  stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
+}
+
+bool GrammarMatcher::accept_code_point(uint32_t cp) {
+  std::vector<Stack> next;
+  for (const Stack& s : stacks_) {
+    if (s.empty()) continue;
+    const uint32_t pos = s.back();
+    if (!grammar_->set_contains(grammar_->elements[pos].value, cp)) continue;
+    Stack t(s.begin(), s.end() - 1);
+    if (grammar_->elements[pos + 1].kind != ElementKind::End) t.push_back(pos + 1);
+    expand(std::move(t), next);
+  }
+  if (next.empty()) return false;
+  canonicalize(next);
+  stacks_ = std::move(next);
+  return true;
+}
+
+bool GrammarMatcher::keep_stacks_accepting(uint32_t first, uint32_t last) {
+  std::vector<Stack> kept;
+  for (const Stack& s : stacks_)
+    if (!s.empty() && grammar_->set_intersects(grammar_->elements[s.back()].value, first, last)) kept.push_back(s);
+  if (kept.empty()) return false;
+  stacks_ = std::move(kept);
+  return true;
+}
+
+bool GrammarMatcher::accept_byte(uint8_t byte) {
+  if (partial_remaining_ == 0) {
+    if (byte < 0x80) return accept_code_point(byte);
+    const int n = continuation_bytes(byte);
+    if (n < 0) return false;
+    const uint32_t value = byte & (0x3Fu >> n);
+    const uint32_t first = std::max(value << (6 * n), kMinForLength[n + 1]);
+    const uint32_t last = std::min((value << (6 * n)) | ((1u << (6 * n)) - 1), kMaxCodePoint);
+    if (first > last) return false;
+    if (!keep_stacks_accepting(first, last)) return false;
+    partial_value_ = value;
+    partial_remaining_ = static_cast<uint8_t>(n);
+    partial_length_ = static_cast<uint8_t>(n + 1);
+    return true;
+  }
+  if ((byte & 0xC0) != 0x80) return false;
+  const uint32_t value = (partial_value_ << 6) | (byte & 0x3Fu);
+  const int remaining = partial_remaining_ - 1;
+  if (remaining == 0) {
+    if (value < kMinForLength[partial_length_] || value > kMaxCodePoint || (value >= 0xD800 && value <= 0xDFFF))
+      return false;
+    if (!accept_code_point(value)) return false;
+    partial_value_ = 0;
+    partial_remaining_ = 0;
+    partial_length_ = 0;
+    return true;
+  }
+  const uint32_t first = std::max(value << (6 * remaining), kMinForLength[partial_length_]);
+  const uint32_t last = std::min((value << (6 * remaining)) | ((1u << (6 * remaining)) - 1), kMaxCodePoint);
+  if (first > last || (first >= 0xD800 && last <= 0xDFFF)) return false;  // overlong or surrogate only
+  if (!keep_stacks_accepting(first, last)) return false;
+  partial_value_ = value;
+  partial_remaining_ = static_cast<uint8_t>(remaining);
+  return true;
+}
+
+bool GrammarMatcher::accept_bytes(std::string_view bytes) {
+  GrammarMatcher copy = *this;
+  for (const char c : bytes)
+    if (!copy.accept_byte(static_cast<uint8_t>(c))) return false;
+  *this = std::move(copy);
+  return true;
+}
+
+bool GrammarMatcher::can_end() const {
+  return partial_remaining_ == 0 && !stacks_.empty() && stacks_.front().empty();  // sorted: empty first
+}
+
+std::vector<uint32_t> GrammarMatcher::key() const {
+  std::vector<uint32_t> k;
+  k.push_back(partial_value_);
+  k.push_back(static_cast<uint32_t>(partial_remaining_) << 8 | partial_length_);
+  for (const Stack& s : stacks_) {
+    k.push_back(static_cast<uint32_t>(s.size()));
+    k.insert(k.end(), s.begin(), s.end());
+  }
+  return k;
+}
+
+}  // namespace specula::grammar

@@ -1,0 +1,406 @@
+#include "specula/grammar/json_schema.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <optional>
+#include <limits>
+#include <map>
+#include <set>
+
+#include <fmt/ranges.h>
+
+#include "specula/grammar/gbnf_parser.h"
+#include "specula/util/error.h"
+
+namespace specula::grammar {
+namespace {
+
+// Ordered: properties are emitted in the order the schema declares them.
+using json = nlohmann::ordered_json;
+
+constexpr int kMaxDepth = 64;
+constexpr uint64_t kMaxCount = kMaxRepetition;
+
+// The generic JSON value rules every schema grammar may use. Whitespace is bounded so that a model
+// cannot stall in an endless run of blanks.
+constexpr const char* kBaseRules = R"(ws ::= [ \t\n]{0,20}
+json-char ::= [^"\\\x00-\x1f] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
+json-string ::= "\"" json-char* "\""
+json-integer ::= "-"? ( "0" | [1-9] [0-9]{0,17} )
+json-number ::= json-integer ( "." [0-9]+ )? ( [eE] [-+]? [0-9]{1,3} )?
+json-boolean ::= "true" | "false"
+json-null ::= "null"
+json-value ::= json-object | json-array | json-string | json-number | json-boolean | json-null
+json-member ::= json-string ws ":" ws json-value ws
+json-object ::= "{" ws ( json-member ( "," ws json-member )* )? "}"
+json-array ::= "[" ws ( json-value ws ( "," ws json-value ws )* )? "]"
+)";
+
+// Keywords that assert something this subset cannot enforce: refusing them keeps a constraint
+// from being dropped silently.
+const std::set<std::string> kUnsupported = {
+    "pattern", "not", "if", "then", "else", "patternProperties", "prefixItems", "uniqueItems",
+    "multipleOf", "contains", "minContains", "maxContains", "dependentRequired", "dependentSchemas",
+    "propertyNames", "minProperties", "maxProperties", "unevaluatedProperties", "unevaluatedItems",
+    "additionalItems", "$dynamicRef", "$recursiveRef"};
+
+std::string gbnf_literal(const std::string& bytes) {
+  std::string out = "\"";
+  for (const char c : bytes) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_literal(const json& value) {
+  return gbnf_literal(value.dump(-1, ' ', false, json::error_handler_t::strict));
+}
+
+std::string repeat(const std::string& item, uint64_t min, std::optional<uint64_t> max) {
+  if (max) return fmt::format("{}{{{},{}}}", item, min, *max);
+  return fmt::format("{}{{{},}}", item, min);
+}
+
+// Digits of a non-negative integer range [lo, hi] of equal digit count, as a GBNF sequence.
+std::string same_length_range(const std::string& lo, const std::string& hi) {
+  if (lo.empty()) return "";
+  // Every digit string of this length: keeps the recursion linear in the digit count.
+  if (lo.find_first_not_of('0') == std::string::npos && hi.find_first_not_of('9') == std::string::npos)
+    return fmt::format("[0-9]{{{}}}", lo.size());
+  if (lo.size() == 1) return lo == hi ? fmt::format("\"{}\"", lo) : fmt::format("[{}-{}]", lo, hi);
+  if (lo[0] == hi[0]) return fmt::format("\"{}\" {}", lo[0], same_length_range(lo.substr(1), hi.substr(1)));
+  const size_t rest = lo.size() - 1;
+  std::vector<std::string> alts;
+  alts.push_back(fmt::format("\"{}\" ( {} )", lo[0], same_length_range(lo.substr(1), std::string(rest, '9'))));
+  if (hi[0] - lo[0] > 1) alts.push_back(fmt::format("[{}-{}] [0-9]{{{}}}", static_cast<char>(lo[0] + 1),
+                                                    static_cast<char>(hi[0] - 1), rest));
+  alts.push_back(fmt::format("\"{}\" ( {} )", hi[0], same_length_range(std::string(rest, '0'), hi.substr(1))));
+  return "( " + fmt::format("{}", fmt::join(alts, " | ")) + " )";
+}
+
+// Decimal digits (no leading zeros) of every integer in [lo, hi], 0 <= lo <= hi.
+std::string unsigned_range(uint64_t lo, uint64_t hi) {
+  std::vector<std::string> alts;
+  uint64_t band_lo = lo;
+  while (band_lo <= hi) {
+    const std::string lo_s = std::to_string(band_lo);
+    uint64_t band_max = 9;
+    for (size_t i = 1; i < lo_s.size(); ++i) band_max = band_max * 10 + 9;
+    const uint64_t band_hi = std::min(hi, band_max);
+    alts.push_back(same_length_range(lo_s, std::to_string(band_hi)));
+    if (band_hi == hi) break;
+    band_lo = band_hi + 1;
+  }
+  return alts.size() == 1 ? alts[0] : "( " + fmt::format("{}", fmt::join(alts, " | ")) + " )";
+}
+
+std::string signed_range(int64_t lo, int64_t hi) {
+  std::vector<std::string> alts;
+  if (lo < 0) {
+    const uint64_t neg_hi = static_cast<uint64_t>(-(lo + 1)) + 1;  // |lo| without overflow
+    const uint64_t neg_lo = hi < 0 ? static_cast<uint64_t>(-(hi + 1)) + 1 : 1;
+    alts.push_back("\"-\" " + unsigned_range(neg_lo, neg_hi));
+  }
+  if (hi >= 0) alts.push_back(unsigned_range(static_cast<uint64_t>(std::max<int64_t>(lo, 0)), static_cast<uint64_t>(hi)));
+  return alts.size() == 1 ? alts[0] : "( " + fmt::format("{}", fmt::join(alts, " | ")) + " )";
+}
+
+class SchemaCompiler {
+ public:
+  explicit SchemaCompiler(const json& root) : root_(root) {}
+
+  std::string compile() {
+    const std::string body = visit(root_, "#", 0);
+    std::string out = "root ::= " + body + "\n";
+    for (const auto& [name, def] : rules_) out += name + " ::= " + def + "\n";
+    return out + kBaseRules;
+  }
+
+ private:
+  [[noreturn]] static void error(const std::string& path, const std::string& what) {
+    fail("json schema at {}: {}", path, what);
+  }
+
+  std::string new_rule(const std::string& hint, const std::string& body) {
+    std::string name = "s" + std::to_string(rules_.size()) + "-";
+    for (const char c : hint) name += (std::isalnum(static_cast<unsigned char>(c)) ? c : '-');
+    if (name.size() > 40) name.resize(40);
+    rules_.emplace_back(name, body);
+    return name;
+  }
+
+  // The grammar expression of `schema` (an inline expression or a rule name).
+  std::string visit(const json& schema, const std::string& path, int depth) {
+    if (depth > kMaxDepth) error(path, fmt::format("nested deeper than {} levels", kMaxDepth));
+    if (schema.is_boolean()) {
+      if (!schema.get<bool>()) error(path, "the schema 'false' matches nothing");
+      return "json-value";
+    }
+    if (!schema.is_object()) error(path, "a schema must be an object or a boolean");
+    for (const auto& [key, _] : schema.items())
+      if (kUnsupported.contains(key)) error(path, fmt::format("keyword '{}' is not supported", key));
+
+    if (schema.contains("$ref")) return visit_ref(schema, path, depth);
+    if (schema.contains("const")) return with_nullable(schema, json_literal(schema["const"]));
+    if (schema.contains("enum")) return visit_enum(schema, path);
+    for (const char* key : {"anyOf", "oneOf"})
+      if (schema.contains(key)) return visit_alternatives(schema, key, path, depth);
+    if (schema.contains("allOf")) {
+      const json& all = schema["allOf"];
+      if (!all.is_array() || all.size() != 1) error(path + "/allOf", "only an allOf of exactly one schema is supported");
+      return with_nullable(schema, visit(all[0], path + "/allOf/0", depth + 1));
+    }
+    if (!schema.contains("type")) {
+      // Untyped: infer from the keywords present, else any value.
+      if (schema.contains("properties") || schema.contains("additionalProperties") || schema.contains("required"))
+        return visit_typed(schema, "object", path, depth);
+      if (schema.contains("items")) return visit_typed(schema, "array", path, depth);
+      return "json-value";
+    }
+    const json& type = schema["type"];
+    std::vector<std::string> types;
+    if (type.is_string()) {
+      types.push_back(type.get<std::string>());
+    } else if (type.is_array() && !type.empty()) {
+      for (const json& t : type) {
+        if (!t.is_string()) error(path + "/type", "type names must be strings");
+        types.push_back(t.get<std::string>());
+      }
+    } else {
+      error(path + "/type", "'type' must be a string or a non-empty array of strings");
+    }
+    if (schema.value("nullable", false) && std::find(types.begin(), types.end(), "null") == types.end())
+      types.push_back("null");
+    std::vector<std::string> alts;
+    for (const std::string& t : types) alts.push_back(visit_typed(schema, t, path, depth));
+    return alts.size() == 1 ? alts[0] : "( " + fmt::format("{}", fmt::join(alts, " | ")) + " )";
+  }
+
+  std::string with_nullable(const json& schema, const std::string& expr) {
+    return schema.value("nullable", false) ? "( " + expr + " | json-null )" : expr;
+  }
+
+  std::string visit_ref(const json& schema, const std::string& path, int depth) {
+    const json& ref = schema["$ref"];
+    if (!ref.is_string()) error(path + "/$ref", "'$ref' must be a string");
+    const std::string target = ref.get<std::string>();
+    if (auto it = ref_rules_.find(target); it != ref_rules_.end()) return with_nullable(schema, it->second);
+    if (target.empty() || target[0] != '#') error(path + "/$ref", fmt::format("only local references (\"#...\") are supported, got \"{}\"", target));
+    const json* resolved = nullptr;
+    try {
+      const json::json_pointer pointer(target.substr(1));
+      if (root_.contains(pointer)) resolved = &root_.at(pointer);
+    } catch (const json::exception&) {
+    }
+    if (resolved == nullptr) error(path + "/$ref", fmt::format("reference \"{}\" does not resolve", target));
+    // Named before it is compiled, so recursive references end at the rule name.
+    const size_t slot = rules_.size();
+    const std::string name = new_rule("ref-" + target.substr(target.rfind('/') + 1), "");
+    ref_rules_.emplace(target, name);
+    const std::string body = visit(*resolved, target, depth + 1);
+    rules_[slot].second = body;
+    return with_nullable(schema, name);
+  }
+
+  std::string visit_enum(const json& schema, const std::string& path) {
+    const json& values = schema["enum"];
+    if (!values.is_array() || values.empty()) error(path + "/enum", "'enum' must be a non-empty array");
+    std::vector<std::string> alts;
+    for (const json& v : values) alts.push_back(json_literal(v));
+    if (schema.value("nullable", false)) alts.push_back("json-null");
+    return "( " + fmt::format("{}", fmt::join(alts, " | ")) + " )";
+  }
+
+  std::string visit_alternatives(const json& schema, const char* key, const std::string& path, int depth) {
+    const json& list = schema[key];
+    if (!list.is_array() || list.empty()) error(path + "/" + key, fmt::format("'{}' must be a non-empty array", key));
+    // Sibling keywords (e.g. "type" next to anyOf) would have to hold as well: not supported.
+    std::vector<std::string> alts;
+    for (size_t i = 0; i < list.size(); ++i)
+      alts.push_back(visit(list[i], fmt::format("{}/{}/{}", path, key, i), depth + 1));
+    if (schema.value("nullable", false)) alts.push_back("json-null");
+    return "( " + fmt::format("{}", fmt::join(alts, " | ")) + " )";
+  }
+
+  std::string visit_typed(const json& schema, const std::string& type, const std::string& path, int depth) {
+    if (type == "object") return visit_object(schema, path, depth);
+    if (type == "array") return visit_array(schema, path, depth);
+    if (type == "string") return visit_string(schema, path);
+    if (type == "integer") return visit_integer(schema, path);
+    if (type == "number") return visit_number(schema, path);
+    if (type == "boolean") return "json-boolean";
+    if (type == "null") return "json-null";
+    error(path + "/type", fmt::format("unknown type \"{}\"", type));
+  }
+
+  std::optional<uint64_t> count(const json& schema, const char* key, const std::string& path) {
+    if (!schema.contains(key)) return std::nullopt;
+    const json& v = schema[key];
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+      error(path + "/" + key, fmt::format("'{}' must be a non-negative integer", key));
+    const uint64_t n = v.get<uint64_t>();
+    if (n > kMaxCount) error(path + "/" + key, fmt::format("'{}' {} exceeds the supported limit {}", key, n, kMaxCount));
+    return n;
+  }
+
+  std::string visit_object(const json& schema, const std::string& path, int depth) {
+    const json empty = json::object();
+    const json& props = schema.contains("properties") ? schema["properties"] : empty;
+    if (!props.is_object()) error(path + "/properties", "'properties' must be an object");
+    std::set<std::string> required;
+    if (schema.contains("required")) {
+      const json& req = schema["required"];
+      if (!req.is_array()) error(path + "/required", "'required' must be an array of names");
+      for (const json& r : req) {
+        if (!r.is_string()) error(path + "/required", "'required' must be an array of names");
+        if (!props.contains(r.get<std::string>()))
+          error(path + "/required", fmt::format("required property \"{}\" is not in 'properties'", r.get<std::string>()));
+        required.insert(r.get<std::string>());
+      }
+    }
+    const json additional = schema.contains("additionalProperties") ? schema["additionalProperties"] : json(props.empty());
+    std::string extra_value;  // empty: no further members
+    if (additional.is_boolean()) {
+      if (additional.get<bool>()) extra_value = "json-value";
+    } else if (additional.is_object()) {
+      extra_value = visit(additional, path + "/additionalProperties", depth + 1);
+    } else {
+      error(path + "/additionalProperties", "'additionalProperties' must be a boolean or a schema");
+    }
+    if (props.empty()) {
+      if (extra_value.empty()) return "\"{\" ws \"}\"";
+      const std::string member = new_rule("member", "json-string ws \":\" ws " + extra_value + " ws");
+      return fmt::format("\"{{\" ws ( {0} ( \",\" ws {0} )* )? \"}}\"", member);
+    }
+    // Members in declared order; an optional member may be skipped. The first one written has no
+    // comma: one alternative per member that may come first.
+    std::vector<std::pair<std::string, bool>> members;  // rule, required
+    for (const auto& [name, sub] : props.items()) {
+      const std::string value = visit(sub, path + "/properties/" + name, depth + 1);
+      const std::string rule = new_rule("prop-" + name, json_literal(json(name)) + " ws \":\" ws " + value + " ws");
+      members.emplace_back(rule, required.contains(name));
+    }
+    std::string extras;
+    if (!extra_value.empty()) {
+      const std::string member = new_rule("extra", "json-string ws \":\" ws " + extra_value + " ws");
+      extras = fmt::format(" ( \",\" ws {} )*", member);
+    }
+    auto tail_after = [&](size_t first) {
+      std::string s;
+      for (size_t j = first + 1; j < members.size(); ++j)
+        s += members[j].second ? fmt::format(" \",\" ws {}", members[j].first)
+                               : fmt::format(" ( \",\" ws {} )?", members[j].first);
+      return s + extras;
+    };
+    std::vector<std::string> alts;
+    for (size_t i = 0; i < members.size(); ++i) {
+      alts.push_back(members[i].first + tail_after(i));
+      if (members[i].second) break;  // a required member cannot be skipped
+    }
+    const bool all_optional = required.empty();
+    std::string body = "( " + fmt::format("{}", fmt::join(alts, " | ")) + " )";
+    if (all_optional) {
+      if (!extra_value.empty()) {
+        const std::string member = new_rule("extra", "json-string ws \":\" ws " + extra_value + " ws");
+        body = "( " + body + " | " + member + extras + " )";
+      }
+      body += "?";
+    }
+    return new_rule("object", "\"{\" ws " + body + " \"}\"");
+  }
+
+  std::string visit_array(const json& schema, const std::string& path, int depth) {
+    const std::string item = schema.contains("items") ? visit(schema["items"], path + "/items", depth + 1) : "json-value";
+    const uint64_t min = count(schema, "minItems", path).value_or(0);
+    const std::optional<uint64_t> max = count(schema, "maxItems", path);
+    if (max && *max < min) error(path, fmt::format("maxItems {} is below minItems {}", *max, min));
+    if (max && *max == 0) return "\"[\" ws \"]\"";
+    const std::string element = new_rule("item", item + " ws");
+    const std::string more = repeat(new_rule("more", "\",\" ws " + element), min > 0 ? min - 1 : 0,
+                                    max ? std::optional<uint64_t>(*max - 1) : std::nullopt);
+    std::string body = element + " " + more;
+    if (min == 0) body = "( " + body + " )?";
+    return new_rule("array", "\"[\" ws " + body + " \"]\"");
+  }
+
+  std::string visit_string(const json& schema, const std::string& path) {
+    const uint64_t min = count(schema, "minLength", path).value_or(0);
+    const std::optional<uint64_t> max = count(schema, "maxLength", path);
+    if (max && *max < min) error(path, fmt::format("maxLength {} is below minLength {}", *max, min));
+    if (min == 0 && !max) return "json-string";
+    return "\"\\\"\" " + repeat("json-char", min, max) + " \"\\\"\"";
+  }
+
+  // A bound as a number, or nullopt; exclusive bounds may be numbers (2019+) or booleans (draft 4).
+  std::optional<double> bound(const json& schema, const char* key, const std::string& path) {
+    if (!schema.contains(key)) return std::nullopt;
+    const json& v = schema[key];
+    if (v.is_boolean()) return std::nullopt;
+    if (!v.is_number()) error(path + "/" + key, fmt::format("'{}' must be a number", key));
+    const double d = v.get<double>();
+    if (!std::isfinite(d)) error(path + "/" + key, fmt::format("'{}' must be finite", key));
+    return d;
+  }
+
+  // Integer bounds [lo, hi] of the schema, clipped to what the grammar can express.
+  std::pair<int64_t, int64_t> integer_bounds(const json& schema, const std::string& path, bool integer) {
+    constexpr double kLimit = 999999999999999999.0;  // 18 digits: within int64
+    double lo = -kLimit, hi = kLimit;
+    const bool draft4_lo = schema.contains("exclusiveMinimum") && schema["exclusiveMinimum"].is_boolean() &&
+                           schema["exclusiveMinimum"].get<bool>();
+    const bool draft4_hi = schema.contains("exclusiveMaximum") && schema["exclusiveMaximum"].is_boolean() &&
+                           schema["exclusiveMaximum"].get<bool>();
+    // Integers: the exact range. Numbers: the range of their integer part (floor of each bound).
+    if (auto v = bound(schema, "minimum", path)) lo = std::max(lo, !integer ? std::floor(*v) : draft4_lo ? std::floor(*v) + 1 : std::ceil(*v));
+    if (auto v = bound(schema, "maximum", path)) hi = std::min(hi, !integer ? std::floor(*v) : draft4_hi ? std::ceil(*v) - 1 : std::floor(*v));
+    if (auto v = bound(schema, "exclusiveMinimum", path)) lo = std::max(lo, integer ? std::floor(*v) + 1 : std::floor(*v));
+    if (auto v = bound(schema, "exclusiveMaximum", path)) hi = std::min(hi, integer ? std::ceil(*v) - 1 : std::floor(*v));
+    lo = std::max(lo, -kLimit);
+    hi = std::min(hi, kLimit);
+    if (lo > hi) error(path, "the bounds admit no integer");
+    return {static_cast<int64_t>(lo), static_cast<int64_t>(hi)};
+  }
+
+  bool has_bounds(const json& schema) {
+    for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+      if (schema.contains(k)) return true;
+    return false;
+  }
+
+  std::string visit_integer(const json& schema, const std::string& path) {
+    if (!has_bounds(schema)) return "json-integer";
+    const auto [lo, hi] = integer_bounds(schema, path, true);
+    return new_rule("integer", signed_range(lo, hi));
+  }
+
+  std::string visit_number(const json& schema, const std::string& path) {
+    if (!has_bounds(schema)) return "json-number";
+    // The integer part is kept within [floor(min), floor(max)]: exact for the sign and the digits,
+    // while the fraction may pass a bound by less than 1 (docs/api.md).
+    const auto [lo, hi] = integer_bounds(schema, path, false);
+    return new_rule("number", signed_range(lo, hi) + " ( \".\" [0-9]{1,15} )?");
+  }
+
+  const json& root_;
+  std::vector<std::pair<std::string, std::string>> rules_;
+  std::map<std::string, std::string> ref_rules_;
+};
+
+}  // namespace
+
+std::string json_schema_to_gbnf(const json& schema) { return SchemaCompiler(schema).compile(); }
+
+Grammar grammar_from_json_schema(const json& schema) { return parse_gbnf(json_schema_to_gbnf(schema)); }
+
+std::string json_object_gbnf() { return std::string("root ::= json-object\n") + kBaseRules; }
+
+}  // namespace specula::grammar

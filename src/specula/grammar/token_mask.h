@@ -1,0 +1,59 @@
+#pragma once
+// The per-step token mask of constrained decoding: which tokens of the vocabulary may follow a
+// grammar state. It walks the vocabulary trie (token_trie.h) with the state, pruning a subtree as
+// soon as its prefix is rejected. Grammar states met on the way are interned into a lazily built
+// automaton (state x byte -> state), so a walk is mostly table lookups, and recent masks are kept
+// per state: repeated states (e.g. inside a JSON string) cost a copy.
+//
+// A masker belongs to one generation (its caches are not shared between threads); the grammar and
+// the trie may be shared.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "specula/grammar/grammar_matcher.h"
+#include "specula/grammar/token_trie.h"
+
+namespace specula::grammar {
+
+class TokenMasker {
+ public:
+  // vocab_size: the model's (>= the trie's; ids past the trie are never allowed). end_tokens: the
+  // tokens that end generation (EOS), allowed exactly when the grammar can end.
+  TokenMasker(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie, size_t vocab_size,
+              std::vector<int32_t> end_tokens);
+
+  // Bit t of the result (word t / 64, bit t % 64) is set when token t may follow `state`. The span
+  // stays valid until the next call.
+  std::span<const uint64_t> mask(const GrammarMatcher& state);
+
+  // Whether `token` may follow `state` (no mask needed); advances `state` past it when it may.
+  bool accept_token(GrammarMatcher& state, int32_t token) const;
+  bool is_end_token(int32_t token) const;
+  size_t vocab_size() const { return vocab_size_; }
+
+ private:
+  int32_t intern(const GrammarMatcher& state);
+  int32_t transition(int32_t state, uint8_t byte);
+  void walk(int32_t root, std::vector<uint64_t>& bits);
+  void reset_automaton();
+
+  std::shared_ptr<const Grammar> grammar_;
+  std::shared_ptr<const TokenTrie> trie_;
+  size_t vocab_size_ = 0;
+  std::vector<int32_t> end_tokens_;
+
+  struct KeyHash {
+    size_t operator()(const std::vector<uint32_t>& k) const;
+  };
+  std::vector<GrammarMatcher> states_;  // id -> state; id 0 is the dead state
+  std::unordered_map<std::vector<uint32_t>, int32_t, KeyHash> ids_;
+  std::vector<int32_t> transitions_;    // id * 256 + byte -> id; -1 not computed yet
+  std::unordered_map<int32_t, std::vector<uint64_t>> masks_;  // recent masks by root state id
+  std::vector<int32_t> depth_state_;
+  std::vector<uint64_t> result_;
+};
+
+}  // namespace specula::grammar
