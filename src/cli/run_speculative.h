@@ -38,6 +38,7 @@ struct RunBasics {
   int64_t max_context = 0;
   std::string precision = "fast";  // --precision: "fast", "exact" or "int8"
   std::optional<std::vector<int32_t>> prompt_ids;  // text mode: the encoded prompt (instead of tokens)
+  std::vector<int32_t> tokenizer_eos_ids;          // text mode: the tokenizer side of the EOS set
 };
 
 void add_speculative_options(CLI::App* cmd, SpeculativeRunArgs& args);
