@@ -411,42 +411,6 @@ class EngineText : public ::testing::Test {
 std::string EngineText::dir_;
 Engine* EngineText::engine_ = nullptr;
 
-TEST_F(EngineText, GenerationConfigGivesTheDefaultSampling) {
-  // generation_config.json as the Gemma 4 IT files set it (synth writes the same keys).
-  const SamplingParams& d = engine_->default_sampling();
-  EXPECT_EQ(d.temperature, 1.0);
-  EXPECT_EQ(d.top_k, 64);
-  EXPECT_EQ(d.top_p, 0.95);
-  EXPECT_EQ(d.min_p, 0.0);
-  EXPECT_EQ(d.suppress_tokens, (std::vector<int32_t>{258883, 258882}));
-  // A request's own values win, field by field (docs/gemma4.md §2.5).
-  SamplingOverrides o;
-  o.top_k = 5;
-  const SamplingParams r = apply_overrides(d, o);
-  EXPECT_EQ(r.top_k, 5);
-  EXPECT_EQ(r.top_p, 0.95);
-  EXPECT_EQ(r.temperature, 1.0);
-}
-
-TEST_F(EngineText, EosSetTakesTheEndOfTurnFromTheTokenizerSide) {
-  EXPECT_EQ(engine_->model().eos_token_ids(), (std::vector<int32_t>{1, 50, 106}));
-  // Like the 12B: no eos_token_id in config.json and no generation_config.json.
-  const fs::path bare = fs::path(dir_) / "model-without-eos";
-  fs::copy(fs::path(dir_) / "model", bare);
-  fs::remove(bare / "generation_config.json");
-  nlohmann::json c = read_json_file((bare / "config.json").string());
-  c.erase("eos_token_id");
-  c["text_config"].erase("eos_token_id");
-  std::ofstream(bare / "config.json") << c.dump(2);
-  EngineOptions eo;
-  eo.model_dir = bare.string();
-  eo.threads = 1;
-  eo.precision = Precision::Exact;
-  const auto engine = Engine::load(eo);
-  EXPECT_EQ(engine->model().eos_token_ids(), (std::vector<int32_t>{1, 106}));  // <eos>, <turn|>
-  EXPECT_TRUE(engine->default_sampling().greedy());  // no generation_config.json: greedy
-}
-
 TEST_F(EngineText, StreamedTextIsTheDecodedTokens) {
   ASSERT_NE(engine_->tokenizer(), nullptr);
   ASSERT_NE(engine_->chat_template(), nullptr);

@@ -30,7 +30,6 @@
 
 #include "specula/io/checkpoint.h"
 #include "specula/io/checkpoint_summary.h"
-#include "specula/io/towers.h"
 #include "specula/kernels/quant.h"
 #include "specula/kernels/weight_matrix.h"
 #include "specula/synth/plan.h"
@@ -718,94 +717,6 @@ TEST(SynthFullSize, KvSharingMapsMatchTheSpec) {
   const CheckpointSummary s = summarize_checkpoint(e4b);
   EXPECT_EQ(s.kv_bytes_per_token_full, 4u * 2 * 2 * 512 * 4);
   EXPECT_EQ(s.kv_bytes_sliding_total, 20u * 2 * 2 * 256 * 4 * 512);
-}
-
-// ---- multimodal towers -----------------------------------------------------------------------------
-
-TEST(SynthTowers, TinyTowersLoadBesideTheTextModelAndAreCountedApart) {
-  for (const std::string& preset : kTinyPresets) {
-    for (const Variant& v : {variants()[0], variants()[3]}) {  // bf16 hf, q4 mlx
-      SynthOptions o = options_for(preset, v);
-      const synth::CheckpointPlan text_only = synth::plan_target(o);
-      o.with_towers = true;
-      const synth::CheckpointPlan plan = synth::plan_target(o);
-      const std::string dir = scratch().path(fmt::format("towers-{}-{}", preset, v.label));
-      synth::write_checkpoint(plan, dir);
-      const TargetCheckpoint ck = load_target(dir);
-      const CheckpointSummary s = summarize_checkpoint(ck);
-      const CheckpointSummary plain = summarize_checkpoint(
-          load_target(text_only.config, "/synthetic/config.json",
-                      TensorStore::from_views("/synthetic", synth::plan_views(text_only))));
-      SCOPED_TRACE(preset + " " + v.label);
-      EXPECT_EQ(s.text_parameters, plain.parameters);
-      EXPECT_EQ(s.parameters, plain.parameters + s.tower_parameters);
-      EXPECT_GT(s.tower_parameters, 0u);
-      EXPECT_EQ(s.bytes_per_token, plain.bytes_per_token);  // towers are never streamed
-      EXPECT_EQ(s.tensor_bytes, plain.tensor_bytes + s.tower_bytes);
-      ASSERT_EQ(s.storage.size(), plain.storage.size());
-      for (size_t i = 0; i < s.storage.size(); ++i) EXPECT_EQ(s.storage[i].kind, plain.storage[i].kind);
-      const bool audio = synth::find_preset(preset).audio.has_value();
-      EXPECT_EQ(s.towers.size(), audio ? 2u : 1u);
-      const std::string root = v.naming == Naming::Hf ? "model." : "";
-      EXPECT_TRUE(ck.store.contains(root + "vision_tower.patch_embedder.position_embedding_table"));
-      EXPECT_TRUE(ck.store.contains(root + "embed_vision.embedding_projection.weight"));
-      EXPECT_EQ(ck.store.contains(root + "audio_tower.output_proj.bias"), audio);
-      const json c = read_json_file(dir + "/config.json");
-      EXPECT_EQ(c["vision_config"]["model_type"], "gemma4_vision");
-      EXPECT_EQ(c["audio_config"].is_null(), !audio);
-      EXPECT_TRUE(fs::exists(dir + "/processor_config.json"));
-    }
-  }
-  // A text-only rewrite of the directory leaves no processor config behind.
-  const std::string dir = scratch().path("towers-tiny-dense-bf16-hf");
-  synth::write_checkpoint(synth::plan_target(options_for("tiny-dense", variants()[0])), dir);
-  EXPECT_FALSE(fs::exists(dir + "/processor_config.json"));
-}
-
-TEST(SynthTowers, FullSizeTowerInventories) {
-  const auto summary = [](const std::string& preset) {
-    SynthOptions o = options_for(preset, variants()[0]);
-    o.with_towers = true;
-    const auto plan = synth::plan_target(o);
-    size_t towers = 0;
-    for (const TensorSpec& t : plan.tensors) towers += !tower_of(t.name).empty();
-    const CheckpointSummary s = summarize_checkpoint(
-        load_target(plan.config, "/synthetic/config.json", TensorStore::from_views("/synthetic", synth::plan_views(plan))));
-    std::cout << fmt::format("  {:8} towers: {} tensors, {} params; text {} params; total {}\n", preset, towers,
-                             s.tower_parameters, s.text_parameters, s.parameters);
-    return std::pair{towers, s};
-  };
-  // The 31B's vision tower: 27 layers of 13 tensors, patch embedder (2), std_bias / std_scale and
-  // the projection into the text width, as the released checkpoint lists them.
-  const auto [t31, s31] = summary("31b");
-  EXPECT_EQ(t31, 27u * 13 + 5);
-  EXPECT_EQ(s31.towers.size(), 1u);
-  const auto [t26, s26] = summary("26b-a4b");
-  EXPECT_EQ(t26, 27u * 13 + 5);
-  EXPECT_EQ(s31.tower_parameters - 5376u * 1152, s26.tower_parameters - 2816u * 1152);  // same encoder
-  // E2B / E4B: a smaller vision encoder and the conformer audio encoder; with them the totals are
-  // the published "with embeddings" sizes (5.1B, 8B).
-  const auto [te2, e2] = summary("e2b");
-  const auto [te4, e4] = summary("e4b");
-  EXPECT_EQ(e2.towers.size(), 2u);
-  EXPECT_EQ(te2, te4);
-  EXPECT_GT(e2.parameters, 5.0e9);
-  EXPECT_LT(e2.parameters, 5.2e9);
-  EXPECT_GT(e4.parameters, 7.9e9);
-  EXPECT_LT(e4.parameters, 8.1e9);
-  SynthOptions o = options_for("12b", variants()[0]);
-  o.with_towers = true;
-  expect_error([&] { synth::plan_target(o); }, {"preset '12b' has no vision or audio towers"});
-}
-
-TEST(SynthPresets, FactsOfTheReleasedConfigs) {
-  const auto target = [](const std::string& p) { return synth::plan_target(options_for(p, variants()[0])).config; };
-  const auto drafter = [](const std::string& p) { return synth::plan_drafter(options_for(p, variants()[0])).config; };
-  EXPECT_EQ(target("12b")["text_config"]["max_position_embeddings"], 262144);
-  EXPECT_EQ(drafter("31b")["text_config"]["num_attention_heads"], 32);
-  EXPECT_EQ(drafter("26b-a4b")["text_config"]["attention_k_eq_v"], true);
-  EXPECT_EQ(drafter("31b")["text_config"]["attention_k_eq_v"], true);
-  EXPECT_EQ(drafter("e2b")["text_config"]["num_key_value_heads"], 1);
 }
 
 // ---- progress bar --------------------------------------------------------------------------------

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "../unit/page_residency.h"
+#include "page_residency.h"
 #include "specula/io/checkpoint.h"
 #include "specula/model/target_model.h"
 #include "specula/synth/plan.h"
