@@ -3,8 +3,6 @@
 // chat template: a chat turn still ends at <turn|> (docs/gemma4.md §2.5). And the default sampling
 // a Gemma 4 IT generation_config.json gives.
 #include <gtest/gtest.h>
-#include <stdlib.h>
-
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -12,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "scratch_dir.h"
 #include "specula/engine/engine.h"
 #include "specula/io/config.h"
 #include "specula/model/target_model.h"
@@ -25,9 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(EngineEos, ConfigWithoutEosStopsAtTheTemplatesEndOfTurn) {
-  std::string tmpl = (fs::temp_directory_path() / "specula-engine-eos-XXXXXX").string();
-  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-  const fs::path dir(tmpl);
+  const test::ScratchDir scratch("specula-engine-eos");
+  const fs::path dir(scratch.str());
   synth::SynthOptions o;
   o.preset = "tiny-dense";
   o.vocab = 262144;  // the tokenizer's ids must have embedding rows
@@ -44,13 +42,9 @@ TEST(EngineEos, ConfigWithoutEosStopsAtTheTemplatesEndOfTurn) {
   eo.model_dir = dir.string();
   eo.threads = 1;
   eo.precision = Precision::Exact;
-  {
-    const auto engine = Engine::load(eo);
-    EXPECT_EQ(engine->model().eos_token_ids(), (std::vector<int32_t>{1, 106}));  // <eos>, <turn|>
-    EXPECT_TRUE(engine->default_sampling().greedy());  // no generation_config.json
-  }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
+  const auto engine = Engine::load(eo);
+  EXPECT_EQ(engine->model().eos_token_ids(), (std::vector<int32_t>{1, 106}));  // <eos>, <turn|>
+  EXPECT_TRUE(engine->default_sampling().greedy());  // no generation_config.json
 }
 
 TEST(GenerationDefaults, Gemma4ItGenerationConfig) {

@@ -3,8 +3,6 @@
 // (which ignores them) and counted apart by the summary; the full-size tower inventories checked
 // without writing them against the published totals; the preset facts of the released configs.
 #include <gtest/gtest.h>
-#include <stdlib.h>
-
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -15,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "scratch_dir.h"
 #include "specula/io/checkpoint.h"
 #include "specula/io/checkpoint_summary.h"
 #include "specula/io/towers.h"
@@ -30,23 +29,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using synth::Naming;
 using synth::SynthOptions;
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (fs::temp_directory_path() / "specula-towers-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    root_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
-  std::string path(const std::string& name) const { return (root_ / name).string(); }
-
- private:
-  fs::path root_;
-};
 
 SynthOptions options(const std::string& preset, bool quantized, bool towers) {
   SynthOptions o;
@@ -64,7 +46,7 @@ CheckpointSummary summary_of(const synth::CheckpointPlan& plan) {
 }
 
 TEST(SynthTowers, TinyTowersLoadBesideTheTextModelAndAreCountedApart) {
-  ScratchDir scratch;
+  test::ScratchDir scratch("specula-towers");
   for (const std::string preset : {"tiny-dense", "tiny-e4b", "tiny-kveq", "tiny-moe"}) {
     for (const bool quantized : {false, true}) {
       SCOPED_TRACE(preset + (quantized ? " q4 mlx" : " bf16 hf"));

@@ -3,14 +3,12 @@
 // pass, the pages inside the towers' largest tensor are still not mapped in, while the text
 // model's are. The single-.safetensors-file form of the same checkpoint generates the same tokens.
 #include <gtest/gtest.h>
-#include <stdlib.h>
-
 #include <cstdint>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "page_residency.h"
+#include "scratch_dir.h"
 #include "specula/io/checkpoint.h"
 #include "specula/model/target_model.h"
 #include "specula/synth/plan.h"
@@ -20,14 +18,11 @@
 namespace specula {
 namespace {
 
-namespace fs = std::filesystem;
-
 class TowerCheckpoint : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string tmpl = (fs::temp_directory_path() / "specula-towers-XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
+    scratch_ = new test::ScratchDir("specula-tower-pages");
+    dir_ = scratch_->str();
     synth::SynthOptions o;
     o.preset = "tiny-e4b";
     o.naming = synth::Naming::Hf;
@@ -35,8 +30,8 @@ class TowerCheckpoint : public ::testing::Test {
     synth::write_checkpoint(synth::plan_target(o), dir_);
   }
   static void TearDownTestSuite() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
+    delete scratch_;
+    scratch_ = nullptr;
   }
   static std::vector<int32_t> greedy(const TargetModel& model, int steps) {
     ThreadPool pool(1);
@@ -55,6 +50,7 @@ class TowerCheckpoint : public ::testing::Test {
     }
     return generated;
   }
+  static inline test::ScratchDir* scratch_ = nullptr;
   static inline std::string dir_;
 };
 
