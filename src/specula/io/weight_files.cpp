@@ -12,7 +12,7 @@ namespace fs = std::filesystem;
 bool is_model_shard_name(const std::string& name) {
   if (name == "model.safetensors") return true;
   const std::string head = "model-", mid = "-of-", tail = ".safetensors";
-  if (name.size() <= head.size() + mid.size() + tail.size() + 2 || name.rfind(head, 0) != 0 ||
+  if (name.size() < head.size() + mid.size() + tail.size() + 2 || name.rfind(head, 0) != 0 ||
       name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
     return false;
   const std::string core = name.substr(head.size(), name.size() - head.size() - tail.size());
