@@ -19,6 +19,7 @@
 #include "cli/run_speculative.h"
 #include "cli/text_prompt.h"
 #include "cli/token_list.h"
+#include "specula/io/weight_files.h"
 #include "specula/model/target_model.h"
 
 namespace specula::cli {
@@ -78,9 +79,11 @@ void add_run_command(CLI::App& app) {
     }
     std::unique_ptr<TextOutput> text;
     std::vector<int32_t> prompt;
+    std::vector<int32_t> eos_ids;
     if (text_mode) {
-      text::Tokenizer tokenizer = load_model_tokenizer(args->model);
-      prompt = encode_text_prompt(tokenizer, args->model, *text_args);
+      text::Tokenizer tokenizer = load_model_tokenizer(model_files_dir(args->model));
+      prompt = encode_text_prompt(tokenizer, model_files_dir(args->model), *text_args);
+      eos_ids = text_eos_ids(tokenizer, model_files_dir(args->model));
       text = std::make_unique<TextOutput>(std::move(tokenizer), /*stream=*/!args->json);
     } else {
       prompt = parse_token_list(args->tokens);
@@ -99,6 +102,7 @@ void add_run_command(CLI::App& app) {
       b.precision = args->precision;
       b.prompt_ids = prompt;
       if (constraint->requested()) b.constraint = load_constraint(*constraint, args->model);
+      b.tokenizer_eos_ids = eos_ids;
       run_speculative(b, *spec, text.get());
     }
   });

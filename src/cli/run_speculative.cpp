@@ -12,6 +12,7 @@
 
 #include "cli/flag_checks.h"
 #include "cli/token_list.h"
+#include "specula/engine/eos_tokens.h"
 #include "specula/model/packed_cache.h"
 #include "specula/model/target_model.h"
 #include "specula/model/drafter.h"
@@ -80,7 +81,7 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
   const int64_t needed = so.gamma.automatic ? so.gamma.max_gamma : so.gamma.fixed;
   opts.rollback_reserve = std::max<int64_t>(opts.rollback_reserve, needed);
   const auto t0 = std::chrono::steady_clock::now();
-  auto model = TargetModel::load(b.model, opts);
+  auto model = load_target_with_eos(b.model, opts, b.tokenizer_eos_ids);
   std::unique_ptr<Drafter> drafter;
   if (has_draft && so.method == DraftMethod::Drafter)
     drafter = Drafter::load(a.draft, *model, parse_drafter_convention(a.drafter_compat));

@@ -40,6 +40,7 @@ struct RunBasics {
   std::string precision = "fast";  // --precision: "fast", "exact" or "int8"
   std::optional<std::vector<int32_t>> prompt_ids;  // text mode: the encoded prompt (instead of tokens)
   grammar::TokenConstraint constraint;              // --json-schema / --grammar
+  std::vector<int32_t> tokenizer_eos_ids;          // text mode: the tokenizer side of the EOS set
 };
 
 void add_speculative_options(CLI::App* cmd, SpeculativeRunArgs& args);

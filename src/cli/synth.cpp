@@ -38,6 +38,7 @@ struct SynthArgs {
   std::string dtype = "bf16";
   std::string naming;
   int64_t vocab = 0;  // 0 = the preset's
+  bool with_towers = false;
   std::string drafter_dir;
   std::string tokenizer_dir;
   uint64_t max_shard_bytes = 5'000'000'000ull;
@@ -119,6 +120,7 @@ void run_synth(const SynthArgs& a, bool group_given) {
   if (a.bits != 0) o.quant = QuantSpec{a.bits, a.group_size, "affine"};
   if (!a.naming.empty()) o.naming = a.naming == "hf" ? synth::Naming::Hf : synth::Naming::Mlx;
   if (a.vocab != 0) o.vocab = a.vocab;
+  o.with_towers = a.with_towers;
   synth::validate_options(o);
 
   // Plan both before writing either, so a drafter that cannot exist (vocab not a multiple of its
@@ -183,6 +185,9 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--tokenizer", args->tokenizer_dir,
                   "copy tokenizer.json, tokenizer_config.json and chat_template.jinja from this directory "
                   "(the vocab must cover the tokenizer: --vocab 262144 for Gemma 4's)");
+  cmd->add_flag("--with-towers", args->with_towers,
+                "also write the vision / audio tower tensors with their real names (multimodal checkpoints; text "
+                "generation never reads them)");
   cmd->add_option("--drafter", args->drafter_dir, "also write the matching -assistant drafter (bf16) here");
   cmd->add_option("--max-shard-bytes", args->max_shard_bytes,
                   "split the weights into model-0000N-of-0000M.safetensors shards above this size")

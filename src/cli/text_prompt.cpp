@@ -2,10 +2,12 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
+#include "specula/engine/eos_tokens.h"
 #include "specula/model/gguf_target.h"
 #include "specula/text/chat_template.h"
 #include "specula/util/error.h"
@@ -43,6 +45,12 @@ std::vector<int32_t> encode_text_prompt(const text::Tokenizer& tokenizer, const 
   const ChatTemplate chat_template = ChatTemplate::from_model_dir(model_files_dir(model_dir));
   const std::string rendered = chat_template.render(messages, nullptr, /*add_generation_prompt=*/true);
   return tokenizer.encode(rendered, /*add_special_tokens=*/false);
+}
+
+std::vector<int32_t> text_eos_ids(const text::Tokenizer& tokenizer, const std::string& model_dir) {
+  std::optional<ChatTemplate> chat_template;
+  if (has_chat_template(model_dir)) chat_template.emplace(ChatTemplate::from_model_dir(model_dir));
+  return tokenizer_eos_ids(tokenizer, tokenizer_special_tokens(model_dir), chat_template ? &*chat_template : nullptr);
 }
 
 TextOutput::TextOutput(text::Tokenizer tokenizer, bool stream)

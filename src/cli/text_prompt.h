@@ -36,6 +36,10 @@ text::Tokenizer load_model_tokenizer(const std::string& model_dir);
 std::vector<int32_t> encode_text_prompt(const text::Tokenizer& tokenizer, const std::string& model_dir,
                                         const TextPromptArgs& args);
 
+// The tokenizer side of the EOS set (engine/eos_tokens.h) for `model_dir`: its eos token and its
+// chat template's end-of-turn token.
+std::vector<int32_t> text_eos_ids(const text::Tokenizer& tokenizer, const std::string& model_dir);
+
 // Receives the generated ids one by one; with `stream` it writes the text that became final to
 // stdout at once. Special tokens (the EOS set among them) produce no text.
 class TextOutput {

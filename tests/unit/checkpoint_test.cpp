@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "specula/io/towers.h"
+#include "specula/io/weight_files.h"
 #include "specula/util/error.h"
 
 namespace specula {
@@ -482,6 +484,79 @@ TEST(CheckpointResolve, DenseAndQuantizedModules) {
   EXPECT_EQ(resolve_vector(s, "language_model.model.norm.weight", 128).shape[0], 128);
   expect_error([&] { resolve_vector(s, "language_model.model.norm.weight", 64); }, {"norm.weight", "64"});
   expect_error([&] { resolve_vector(s, "language_model.model.embed_tokens.weight", 512); }, {"embed_tokens.weight", "U32"});
+}
+
+}  // namespace
+}  // namespace specula
+
+namespace specula {
+namespace {
+
+// ---- checkpoint paths and files beside the weights ----------------------------------------------
+
+TEST(CheckpointPaths, SingleSafetensorsFileWithItsConfigBeside) {
+  const Copy c("dense-bf16-hf", "model");
+  const std::string renamed = c.dir() + "/gemma-tiny.safetensors";
+  fs::rename(c.dir() + "/model.safetensors", renamed);
+  EXPECT_EQ(checkpoint_dir(renamed), c.dir());
+  EXPECT_EQ(checkpoint_dir(c.dir()), c.dir());
+  EXPECT_TRUE(is_weight_file_path(renamed));
+  EXPECT_FALSE(is_weight_file_path(c.dir()));
+  const TargetCheckpoint ck = load_target(renamed);
+  EXPECT_EQ(ck.dir, c.dir());
+  EXPECT_EQ(*ck.embed_tokens.weight->file, renamed);
+  EXPECT_EQ(ck.layers.size(), load_target(golden("dense-bf16-hf", "model")).layers.size());
+  // The directory itself no longer has a model shard: the sidecar-like name is not opened.
+  expect_error([&] { load_target(c.dir()); }, {"no safetensors files in " + c.dir(), "gemma-tiny.safetensors"});
+  // A file without a config beside it names the config it looked for.
+  fs::remove(c.config_path());
+  expect_error([&] { load_target(renamed); }, {c.config_path()});
+}
+
+TEST(CheckpointPaths, KvConfigIsReportedAsIgnored) {
+  const Copy c("dense-bf16-hf", "model");
+  testing::internal::CaptureStderr();
+  load_target(c.dir());
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  std::ofstream(c.dir() + "/kv_config.json") << R"([{"layer_idx": 2, "bits": 8, "group_size": 64}])";
+  testing::internal::CaptureStderr();
+  load_target(c.dir());
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find(c.dir() + "/kv_config.json"), std::string::npos) << err;
+  EXPECT_NE(err.find("is ignored"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+TEST(CheckpointTowers, TowerTensorsAreNamedAndIgnoredByTheTextLoader) {
+  EXPECT_EQ(tower_of("model.vision_tower.encoder.layers.0.mlp.up_proj.linear.weight"), "vision");
+  EXPECT_EQ(tower_of("vision_tower.patch_embedder.position_embedding_table"), "vision");
+  EXPECT_EQ(tower_of("model.embed_vision.embedding_projection.weight"), "vision");
+  EXPECT_EQ(tower_of("model.audio_tower.layers.3.lconv1d.depthwise_conv1d.weight"), "audio");
+  EXPECT_EQ(tower_of("embed_audio.embedding_projection.weight"), "audio");
+  EXPECT_EQ(tower_of("model.language_model.embed_tokens.weight"), "");
+  EXPECT_EQ(tower_of("model.embed_tokens.weight"), "");
+  EXPECT_EQ(tower_of("language_model.model.layers.0.self_attn.q_proj.weight"), "");
+
+  // A golden target with a vision tensor added loads to the same modules.
+  const Copy c("dense-bf16-hf", "model");
+  const TargetCheckpoint plain = load_target(c.dir());
+  const size_t text_tensors = plain.store.size();
+  c.edit_tensors([](std::string&, std::vector<std::byte>&) { return true; });
+  {
+    const std::string path = c.dir() + "/model.safetensors";
+    std::vector<TensorSpec> specs;
+    {
+      const SafetensorsFile f = SafetensorsFile::open(path);
+      for (const TensorView& t : f.tensors())
+        specs.push_back(tensor_from_bytes(t.name, t.dtype, t.shape, std::vector<std::byte>(t.data, t.data + t.nbytes)));
+    }
+    specs.push_back(tensor_from_bytes("model.vision_tower.std_bias", DType::F32, {4}, std::vector<std::byte>(16)));
+    write_safetensors(path, specs);
+  }
+  const TargetCheckpoint with_tower = load_target(c.dir());
+  EXPECT_EQ(with_tower.store.size(), text_tensors + 1);
+  EXPECT_EQ(with_tower.layers.size(), plain.layers.size());
+  EXPECT_EQ(with_tower.prefix, plain.prefix);
 }
 
 }  // namespace

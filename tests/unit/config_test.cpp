@@ -342,6 +342,18 @@ TEST(ConfigTarget, MoeNeedsTopK) {
 
 // ---- quantization ----------------------------------------------------------------------------
 
+TEST(ConfigTarget, ExpertWidthUnderEitherName) {
+  json t = text_config(k26B);
+  t.erase("moe_intermediate_size");
+  t["expert_intermediate_size"] = 704;
+  EXPECT_EQ(parse_target_config(wrap(t), "e.json").text.moe_intermediate_size, 704);
+  t["moe_intermediate_size"] = 704;  // both, agreeing
+  EXPECT_EQ(parse_target_config(wrap(t), "e.json").text.moe_intermediate_size, 704);
+  t["moe_intermediate_size"] = 640;
+  expect_error([&] { parse_target_config(wrap(t), "e.json"); },
+               {"e.json", "text_config.moe_intermediate_size' = 640", "text_config.expert_intermediate_size' = 704"});
+}
+
 TEST(ConfigQuantization, AbsentBlockMeansDense) {
   EXPECT_FALSE(parse_quantization(json{{"model_type", "gemma4"}}, "c.json").present);
 }

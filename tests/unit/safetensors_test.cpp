@@ -1,6 +1,7 @@
 // safetensors reader/writer: round trips, sharded checkpoints, goldens, and a hostile-file corpus
 // (every malformed file must be rejected with specula::Error, never a crash).
 #include "specula/io/safetensors.h"
+#include "specula/io/weight_files.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -299,6 +300,17 @@ TEST(TensorStore, IndexErrorsNameTensorAndShard) {
   }
 }
 
+TEST(TensorStore, ModelShardNames) {
+  EXPECT_TRUE(is_model_shard_name("model.safetensors"));
+  EXPECT_TRUE(is_model_shard_name("model-00001-of-00003.safetensors"));
+  EXPECT_TRUE(is_model_shard_name("model-1-of-2.safetensors"));
+  EXPECT_FALSE(is_model_shard_name("optiq_vision.safetensors"));
+  EXPECT_FALSE(is_model_shard_name("model-00001-of-.safetensors"));
+  EXPECT_FALSE(is_model_shard_name("model-x-of-00002.safetensors"));
+  EXPECT_FALSE(is_model_shard_name("model-00001-of-00002.safetensors.tmp"));
+  EXPECT_FALSE(is_model_shard_name("model--of-.safetensors"));
+}
+
 TEST(TensorStore, SingleFileGlobAndDuplicates) {
   {
     TempDir dir;  // model.safetensors wins over other files
@@ -308,22 +320,32 @@ TEST(TensorStore, SingleFileGlobAndDuplicates) {
     EXPECT_EQ(store.names(), std::vector<std::string>{"m"});
   }
   {
-    TempDir dir;  // no model.safetensors: every *.safetensors, sorted
-    write_tensors(dir.file("b.safetensors"), {"y"});
-    write_tensors(dir.file("a.safetensors"), {"x"});
+    TempDir dir;  // no model.safetensors: the model-N-of-M shards, sorted; sidecars are never opened
+    write_tensors(dir.file("model-00002-of-00002.safetensors"), {"y"});
+    write_tensors(dir.file("model-00001-of-00002.safetensors"), {"x"});
+    write_tensors(dir.file("optiq_vision.safetensors"), {"x"});  // would clash with "x" if opened
     write_raw(dir.file("notes.txt"), "ignored");
     const TensorStore store = TensorStore::open_dir(dir.str());
     EXPECT_EQ(store.names(), (std::vector<std::string>{"x", "y"}));
-    EXPECT_EQ(*store.get("x").file, dir.file("a.safetensors"));
+    EXPECT_EQ(*store.get("x").file, dir.file("model-00001-of-00002.safetensors"));
+  }
+  {
+    TempDir dir;
+    write_tensors(dir.file("model-00001-of-00002.safetensors"), {"w", "u"});
+    write_tensors(dir.file("model-00002-of-00002.safetensors"), {"w"});
+    const std::string msg = error_of([&] { TensorStore::open_dir(dir.str()); });
+    EXPECT_NE(msg.find("tensor 'w' is in both " + dir.file("model-00001-of-00002.safetensors") + " and " +
+                       dir.file("model-00002-of-00002.safetensors")),
+              std::string::npos)
+        << msg;
   }
   {
     TempDir dir;
     write_tensors(dir.file("a.safetensors"), {"w", "u"});
     write_tensors(dir.file("b.safetensors"), {"w"});
     const std::string msg = error_of([&] { TensorStore::open_dir(dir.str()); });
-    EXPECT_NE(msg.find("tensor 'w' is in both " + dir.file("a.safetensors") + " and " + dir.file("b.safetensors")),
-              std::string::npos)
-        << msg;
+    EXPECT_NE(msg.find("no safetensors files in " + dir.str()), std::string::npos) << msg;
+    EXPECT_NE(msg.find("not model shards: a.safetensors, b.safetensors"), std::string::npos) << msg;
     const std::string msg2 =
         error_of([&] { TensorStore::open_files({dir.file("b.safetensors"), dir.file("a.safetensors")}); });
     EXPECT_NE(msg2.find("tensor 'w' is in both"), std::string::npos) << msg2;

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "specula/engine/eos_tokens.h"
 #include "specula/engine/logprobs.h"
 #include "specula/engine/option_limits.h"
 #include "specula/engine/scheduler.h"
@@ -36,16 +37,6 @@ std::string last_component(const std::string& dir) {
   fs::path p = fs::path(dir).lexically_normal();
   if (p.filename().empty()) p = p.parent_path();  // "dir/" normalizes to "dir/" with an empty filename
   return p.filename().string();
-}
-
-// Whether the model directory ships a chat template at all (a broken one must still fail loading).
-bool has_chat_template(const fs::path& dir) {
-  if (fs::is_regular_file(dir / "chat_template.jinja") || fs::is_regular_file(dir / "chat_template.json")) return true;
-  const fs::path config = dir / "tokenizer_config.json";
-  if (!fs::is_regular_file(config)) return false;
-  std::ifstream in(config);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains("chat_template");
 }
 
 std::string finish_reason_of(const std::string& stop_reason, bool stop_string, bool cancelled) {
@@ -90,12 +81,39 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
   const int64_t needed = e->gamma_.automatic ? e->gamma_.max_gamma : e->gamma_.fixed;
   to.rollback_reserve = std::max(to.rollback_reserve, needed);
 
+  // The tokenizer and chat template come first: their end-of-turn and eos tokens join the
+  // target's EOS set as it loads (docs/gemma4.md §2.5).
+  const fs::path dir(model_files_dir(options.model_dir));
   auto t0 = Clock::now();
+  if (fs::is_regular_file(dir / "tokenizer.json")) {
+    e->tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::load((dir / "tokenizer.json").string()));
+    say(fmt::format("loaded tokenizer: {} tokens ({:.0f} ms)", e->tokenizer_->vocab_size(), ms_since(t0)));
+  }
+  if (!options.chat_template_file.empty()) {
+    e->template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_file(options.chat_template_file, dir));
+    say(fmt::format("chat template: {}", options.chat_template_file));
+  } else if (has_chat_template(dir)) {
+    e->template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_model_dir(dir));
+    say(fmt::format("chat template: {}", e->template_->origin()));
+  }
+  std::vector<int32_t> tokenizer_eos;
+  if (e->tokenizer_) tokenizer_eos = tokenizer_eos_ids(*e->tokenizer_, tokenizer_special_tokens(dir), e->template_.get());
+
+  t0 = Clock::now();
   say(fmt::format("loading target {} ({} precision) ...", options.model_dir, precision_name(options.precision)));
-  e->model_ = TargetModel::load(options.model_dir, to);
+  e->model_ = load_target_with_eos(options.model_dir, to, tokenizer_eos);
   const TargetConfig& cfg = e->model_->config();
   say(fmt::format("loaded target: {} layers, hidden {}, vocab {}, context {} ({:.0f} ms)", cfg.text.num_hidden_layers,
                   e->model_->hidden_size(), e->model_->vocab_size(), e->model_->max_context(), ms_since(t0)));
+  if (e->tokenizer_ && static_cast<int64_t>(e->tokenizer_->vocab_size()) > e->model_->vocab_size()) {
+    // Trailing special tokens beyond the embedding (multimodal placeholders) are never produced
+    // by text; anything else would index past the embedding table.
+    int64_t used = static_cast<int64_t>(e->tokenizer_->vocab_size());
+    while (used > 0 && e->tokenizer_->is_special(static_cast<int32_t>(used - 1))) --used;
+    if (used > e->model_->vocab_size())
+      fail("{}: the tokenizer uses ids up to {} but the model's vocab_size is {}", (dir / "tokenizer.json").string(),
+           used - 1, e->model_->vocab_size());
+  }
 
   if (options.draft == "lookup") {
     say("draft source: prompt lookup");
@@ -105,29 +123,6 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
     e->drafter_ = Drafter::load(options.draft, *e->model_, convention);
     say(fmt::format("loaded drafter: {} layers, {} head ({:.0f} ms)", e->drafter_->checkpoint().config.layers.size(),
                     e->drafter_->centroid_head() ? "centroid" : "dense", ms_since(t0)));
-  }
-
-  const fs::path dir(model_files_dir(options.model_dir));
-  if (fs::is_regular_file(dir / "tokenizer.json")) {
-    t0 = Clock::now();
-    e->tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::load((dir / "tokenizer.json").string()));
-    say(fmt::format("loaded tokenizer: {} tokens ({:.0f} ms)", e->tokenizer_->vocab_size(), ms_since(t0)));
-    if (static_cast<int64_t>(e->tokenizer_->vocab_size()) > e->model_->vocab_size()) {
-      // Trailing special tokens beyond the embedding (multimodal placeholders) are never produced
-      // by text; anything else would index past the embedding table.
-      int64_t used = static_cast<int64_t>(e->tokenizer_->vocab_size());
-      while (used > 0 && e->tokenizer_->is_special(static_cast<int32_t>(used - 1))) --used;
-      if (used > e->model_->vocab_size())
-        fail("{}: the tokenizer uses ids up to {} but the model's vocab_size is {}", (dir / "tokenizer.json").string(),
-             used - 1, e->model_->vocab_size());
-    }
-  }
-  if (!options.chat_template_file.empty()) {
-    e->template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_file(options.chat_template_file, dir));
-    say(fmt::format("chat template: {}", options.chat_template_file));
-  } else if (has_chat_template(dir)) {
-    e->template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_model_dir(dir));
-    say(fmt::format("chat template: {}", e->template_->origin()));
   }
 
   if (e->model_->checkpoint().generation) {
@@ -145,7 +140,11 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
   return e;
 }
 
-std::string Engine::model_name() const { return last_component(options_.model_dir); }
+std::string Engine::model_name() const {
+  // A single weight file is named by its stem ("gemma-4-e2b" for gemma-4-e2b.safetensors).
+  if (is_weight_file_path(options_.model_dir)) return fs::path(options_.model_dir).stem().string();
+  return last_component(options_.model_dir);
+}
 
 std::string Engine::draft_description() const {
   if (options_.draft.empty()) return "none";

@@ -4,11 +4,13 @@
 #include "specula/io/checkpoint.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
+#include "specula/io/weight_files.h"
 #include "specula/util/error.h"
 
 namespace specula {
@@ -188,6 +190,17 @@ std::optional<GenerationConfig> load_generation(const std::string& dir) {
   const std::string path = join(dir, "generation_config.json");
   if (!fs::exists(path)) return std::nullopt;
   return parse_generation_config(read_json_file(path), path);
+}
+
+// OptiQ's kv_config.json asks for a quantized KV cache per layer; specula's cache is f32, so the
+// file is ignored, and said so once at load (docs/gemma4.md §6).
+void note_ignored_kv_config(const std::string& dir) {
+  std::error_code ec;
+  const fs::path file = fs::path(dir) / "kv_config.json";
+  if (!fs::is_regular_file(file, ec)) return;
+  std::fprintf(stderr, "specula: note: %s (per-layer KV-cache precision) is ignored: the KV cache is f32\n",
+               file.string().c_str());
+  std::fflush(stderr);
 }
 
 void erase_key(TextConfig& t, const std::string& key) {
@@ -675,23 +688,26 @@ TargetCheckpoint load_target(const nlohmann::json& config, const std::string& co
   return ck;
 }
 
-TargetCheckpoint load_target(const std::string& dir) {
+TargetCheckpoint load_target(const std::string& path) {
+  const std::string dir = checkpoint_dir(path);
   const std::string cfg_path = join(dir, "config.json");
   const nlohmann::json raw = read_json_file(cfg_path);
   parse_target_config(raw, cfg_path);  // config errors first, before any tensor file is opened
   std::optional<GenerationConfig> generation = load_generation(dir);
-  TargetCheckpoint ck = load_target(raw, cfg_path, TensorStore::open_dir(dir));
+  note_ignored_kv_config(dir);
+  TargetCheckpoint ck = load_target(raw, cfg_path, open_weights(path));
   ck.dir = dir;
   ck.generation = std::move(generation);
   return ck;
 }
 
-DrafterCheckpoint load_drafter(const std::string& dir) {
+DrafterCheckpoint load_drafter(const std::string& path) {
+  const std::string dir = checkpoint_dir(path);
   const std::string cfg_path = join(dir, "config.json");
   const nlohmann::json raw = read_json_file(cfg_path);
   parse_drafter_config(raw, cfg_path);  // config errors first, before any tensor file is opened
   std::optional<GenerationConfig> generation = load_generation(dir);
-  DrafterCheckpoint ck = load_drafter(raw, cfg_path, TensorStore::open_dir(dir));
+  DrafterCheckpoint ck = load_drafter(raw, cfg_path, open_weights(path));
   ck.dir = dir;
   ck.generation = std::move(generation);
   return ck;

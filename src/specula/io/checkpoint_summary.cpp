@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "specula/io/towers.h"
 #include "specula/util/progress.h"
 
 namespace specula {
@@ -43,10 +44,30 @@ std::string module_kind(std::string path, const std::string& prefix) {
 }
 
 struct StorageTally {
-  std::vector<StorageGroup> groups;
-  uint64_t parameters = 0;
-  uint64_t tensor_bytes = 0;
+  std::vector<StorageGroup> groups;   // text tensors
+  std::vector<StorageGroup> towers;   // tower tensors, by tower and format
+  uint64_t parameters = 0;            // all
+  uint64_t tower_parameters = 0;
+  uint64_t tensor_bytes = 0;          // all
+  uint64_t tower_bytes = 0;
 };
+
+// Tower tensors are tallied per tower (docs/gemma4.md §3.4): their module kinds would only
+// lengthen the table, and no byte of them is streamed.
+void tally_tower_tensor(const TensorView& t, const std::string& tower, std::map<std::string, StorageGroup>& towers,
+                        StorageTally& out) {
+  const std::string format = lower_dtype(t.dtype);
+  StorageGroup& g = towers[tower + "/" + format];
+  g.kind = tower;
+  g.format = format;
+  g.count += 1;
+  g.bytes += t.nbytes;
+  const uint64_t params = is_float(t.dtype) ? numel(t.shape) : 0;
+  g.parameters += params;
+  out.parameters += params;
+  out.tower_parameters += params;
+  out.tower_bytes += t.nbytes;
+}
 
 // Groups every tensor of a store by (module kind, storage format). A module is quantized iff its
 // `.scales` tensor exists (docs/gemma4.md §4); its bits come from the config.
@@ -57,11 +78,14 @@ StorageTally tally_storage(const TensorStore& store, const QuantizationConfig& q
     const TensorView* biases = nullptr;
   };
   std::map<std::string, Module> modules;
+  std::map<std::string, StorageGroup> towers;
   StorageTally out;
   for (const std::string& name : store.names()) {
     const TensorView& t = store.get(name);
     out.tensor_bytes += t.nbytes;
-    if (ends_with(name, ".scales")) {
+    if (const std::string tower = tower_of(name); !tower.empty()) {
+      tally_tower_tensor(t, tower, towers, out);
+    } else if (ends_with(name, ".scales")) {
       modules[name.substr(0, name.size() - 7)].scales = &t;
     } else if (ends_with(name, ".biases")) {
       modules[name.substr(0, name.size() - 7)].biases = &t;
@@ -106,6 +130,7 @@ StorageTally tally_storage(const TensorStore& store, const QuantizationConfig& q
     out.parameters += params;
   }
   for (auto& [key, g] : groups) out.groups.push_back(g);
+  for (auto& [key, g] : towers) out.towers.push_back(g);
   return out;
 }
 
@@ -185,6 +210,12 @@ void storage_table(std::string& out, const std::vector<StorageGroup>& groups) {
     out += fmt::format("  {:<{}}  {:<7} {:>7} {:>14} {:>12}\n", g.kind, kw, g.format, g.count, g.parameters,
                        format_bytes(g.bytes));
   }
+}
+
+int tower_tensor_count(const std::vector<StorageGroup>& towers) {
+  int n = 0;
+  for (const auto& g : towers) n += g.count;
+  return n;
 }
 
 nlohmann::json storage_json(const std::vector<StorageGroup>& groups) {
@@ -307,6 +338,10 @@ CheckpointSummary summarize_checkpoint(const TargetCheckpoint& ck, const Drafter
   const StorageTally tally = tally_storage(ck.store, c.quantization, ck.prefix);
   s.storage = tally.groups;
   s.parameters = tally.parameters;
+  s.tower_parameters = tally.tower_parameters;
+  s.text_parameters = tally.parameters - tally.tower_parameters;
+  s.towers = tally.towers;
+  s.tower_bytes = tally.tower_bytes;
   s.tensor_bytes = tally.tensor_bytes;
   s.bytes_on_disk = ck.store.total_bytes();
   s.bytes_per_token = target_bytes_per_token(ck);
@@ -352,7 +387,16 @@ std::string format_summary(const CheckpointSummary& s) {
   o += "\n";
   o += "storage\n";
   storage_table(o, s.storage);
-  o += fmt::format("parameters    {} ({})\n", count_text(s.parameters), s.parameters);
+  if (s.towers.empty()) {
+    o += fmt::format("parameters    {} ({})\n", count_text(s.parameters), s.parameters);
+  } else {
+    o += fmt::format("parameters    {} ({}): text {} ({}), towers {} ({})\n", count_text(s.parameters), s.parameters,
+                     count_text(s.text_parameters), s.text_parameters, count_text(s.tower_parameters),
+                     s.tower_parameters);
+    o += fmt::format("towers        {} in {} tensors, never read by text generation\n", format_bytes(s.tower_bytes),
+                     tower_tensor_count(s.towers));
+    storage_table(o, s.towers);
+  }
   o += fmt::format("size          {} on disk ({} bytes; tensors {} bytes)\n", format_bytes(s.bytes_on_disk),
                    s.bytes_on_disk, s.tensor_bytes);
   o += fmt::format("per token     {} of weights streamed ({} bytes)\n", format_bytes(s.bytes_per_token),
@@ -422,6 +466,10 @@ nlohmann::json summary_json(const CheckpointSummary& s) {
       {"kv_source", s.kv_source},
       {"storage", storage_json(s.storage)},
       {"parameters", s.parameters},
+      {"text_parameters", s.text_parameters},
+      {"tower_parameters", s.tower_parameters},
+      {"towers", storage_json(s.towers)},
+      {"tower_bytes", s.tower_bytes},
       {"tensor_bytes", s.tensor_bytes},
       {"bytes_on_disk", s.bytes_on_disk},
       {"bytes_per_token", s.bytes_per_token},

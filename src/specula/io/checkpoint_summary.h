@@ -84,12 +84,17 @@ struct CheckpointSummary {
   int last_full_donor = -1;
   std::vector<int> kv_source;      // per layer: the layer whose cache it reads
 
-  std::vector<StorageGroup> storage;
+  std::vector<StorageGroup> storage;  // the text model's tensors (towers are in `towers`)
   // Logical elements of every weight tensor in the checkpoint (quantized ones counted unpacked;
   // scales/biases and integer index tensors not counted), including unused ones that a file may
-  // carry (HF originals keep K/V projections on KV-shared layers).
+  // carry (HF originals keep K/V projections on KV-shared layers) and the multimodal towers.
   uint64_t parameters = 0;
-  uint64_t tensor_bytes = 0;       // sum of the tensors' data sizes
+  uint64_t text_parameters = 0;    // of which the text model's
+  uint64_t tower_parameters = 0;   // of which the vision / audio towers' (never read by generation)
+  // The towers' tensors, one group per tower and format: kind "vision" / "audio".
+  std::vector<StorageGroup> towers;
+  uint64_t tower_bytes = 0;        // their data sizes
+  uint64_t tensor_bytes = 0;       // sum of the tensors' data sizes (towers included)
   uint64_t bytes_on_disk = 0;      // the safetensors files, headers included
   // Weight bytes read to decode one token: every linear the forward uses (the tied embedding
   // once, as LM head), one gathered row of the per-layer-input table, top_k of num_experts experts

@@ -194,6 +194,17 @@ LayerType parse_layer_type(const Reader& r, size_t index, const json& v) {
   fail("{}: key '{}' = \"{}\" is not a known layer type (sliding_attention, full_attention)", r.source(), r.key(k), s);
 }
 
+// The expert MLP width: current configs name it `expert_intermediate_size`, older ones
+// `moe_intermediate_size`; both may be present only with one value. 0 = absent.
+int64_t moe_width(const Reader& r) {
+  const auto moe = r.opt_int("moe_intermediate_size", 1);
+  const auto expert = r.opt_int("expert_intermediate_size", 1);
+  if (moe && expert && *moe != *expert)
+    fail("{}: '{}' = {} disagrees with '{}' = {}", r.source(), r.key("moe_intermediate_size"), *moe,
+         r.key("expert_intermediate_size"), *expert);
+  return moe ? *moe : expert.value_or(0);
+}
+
 enum class TextRole { Target, Drafter };
 
 // Parses the keys of a Gemma 4 text config (docs/gemma4.md §2.2). Keys whose defaults differ across
@@ -292,7 +303,7 @@ TextConfig parse_text(const Reader& r, TextRole role) {
   else if (role == TextRole::Target) t.keys_to_infer.push_back("enable_moe_block");
   if (auto e = r.opt_int("num_experts", 1, 65536)) t.num_experts = static_cast<int>(*e);
   if (auto k = r.opt_int("top_k_experts", 1, 65536)) t.top_k_experts = static_cast<int>(*k);
-  if (auto m = r.opt_int("moe_intermediate_size", 1)) t.moe_intermediate_size = *m;
+  t.moe_intermediate_size = moe_width(r);
   if (t.enable_moe_block) {
     if (t.top_k_experts == 0)  // only the config knows it
       fail("{}: '{}' is true but '{}' is missing", r.source(), r.key("enable_moe_block"), r.key("top_k_experts"));

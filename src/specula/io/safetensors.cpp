@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "specula/io/weight_files.h"
 #include "specula/util/error.h"
 #include "specula/util/printable.h"
 #include "specula/util/temp_file.h"
@@ -292,13 +293,24 @@ TensorStore TensorStore::open_dir(const std::string& dir) {
     return store;
   }
 
-  std::vector<std::string> paths;
+  // Without an index only model shards are weights: sidecars such as optiq_vision.safetensors
+  // hold other modules and are never opened.
+  std::vector<std::string> paths, others;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
-    if (entry.path().extension() == ".safetensors" && entry.is_regular_file(ec))
-      paths.push_back(entry.path().string());
+    if (entry.path().extension() != ".safetensors" || !entry.is_regular_file(ec)) continue;
+    const std::string name = entry.path().filename().string();
+    (is_model_shard_name(name) ? paths : others).push_back(name);
   }
   if (ec) fail("cannot list {}: {}", dir, ec.message());
-  if (paths.empty()) fail("no safetensors files in {}", dir);
+  std::sort(others.begin(), others.end());
+  if (paths.empty()) {
+    std::vector<std::string> shown;
+    for (const auto& o : others) shown.push_back(printable_name(o));
+    fail("no safetensors files in {} (looked for model.safetensors.index.json, model.safetensors and "
+         "model-NNNNN-of-NNNNN.safetensors{}{})",
+         dir, others.empty() ? "" : "; not model shards: ", fmt::format("{}", fmt::join(shown, ", ")));
+  }
+  for (std::string& p : paths) p = (root / p).string();
   std::sort(paths.begin(), paths.end());
   TensorStore store = open_files(paths);
   store.dir_ = dir;

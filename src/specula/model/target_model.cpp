@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "specula/io/eos_set.h"
 #include "specula/kernels/activation.h"
 #include "specula/kernels/matmul.h"
 #include "specula/kernels/packed_affine.h"
@@ -93,13 +94,7 @@ void TargetModel::pack_for_fast_kernels() {
 }
 
 std::vector<int32_t> TargetModel::eos_token_ids() const {
-  std::vector<int32_t> ids(config().eos_token_ids.begin(), config().eos_token_ids.end());
-  if (checkpoint_->generation) {
-    for (int id : checkpoint_->generation->eos_token_ids) ids.push_back(id);
-  }
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  return ids;
+  return eos_token_set(config().eos_token_ids, checkpoint_->generation ? &*checkpoint_->generation : nullptr);
 }
 
 TargetCache TargetModel::new_cache() const {

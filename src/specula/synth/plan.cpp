@@ -12,6 +12,7 @@
 
 #include "specula/kernels/quant.h"
 #include "specula/synth/rng.h"
+#include "specula/synth/towers.h"
 #include "specula/util/error.h"
 #include "specula/util/half.h"
 #include "specula/util/thread_pool.h"
@@ -278,6 +279,14 @@ class Builder {
   }
 
   void add(TensorSpec spec) { tensors_.push_back(std::move(spec)); }
+  DType dtype() const { return dtype_; }
+
+  // A 0-d tensor (one value).
+  void scalar(const std::string& name, const std::string& k, Dist dist) {
+    TensorSpec spec = dense_spec(name, dtype_, logical(k, {1}, dist));
+    spec.shape = {};
+    tensors_.push_back(std::move(spec));
+  }
 
   // Sorted by module path, a quantized module's tensors as weight, scales, biases (the order
   // QuantSource computes in one pass).
@@ -410,6 +419,36 @@ TextConfig effective_text(const Preset& p, const SynthOptions& o) {
   return t;
 }
 
+// The tower tensors (synth/towers.h), always dense: their value streams are named without the
+// `model.` root, so both namings hold the same values.
+void add_towers(Builder& b, const Preset& p, int64_t text_hidden, Naming naming) {
+  const std::string root = naming == Naming::Hf ? "model." : "";
+  for (const TowerTensor& t : tower_tensors(p, text_hidden, naming == Naming::Hf)) {
+    const std::string k = t.name.substr(root.size());
+    switch (t.kind) {
+      case TowerTensor::Kind::Linear: {
+        int64_t in = 1;  // a conv kernel's fan-in is everything but its output channels
+        for (size_t i = 1; i < t.shape.size(); ++i) in *= t.shape[i];
+        auto src = b.logical(k, t.shape, linear_dist(in));
+        b.add(dense_spec(t.name, b.dtype(), std::move(src)));
+        break;
+      }
+      case TowerTensor::Kind::Table:
+        b.add(dense_spec(t.name, b.dtype(), b.logical(k, t.shape, embedding_dist(t.shape.back()))));
+        break;
+      case TowerTensor::Kind::Norm:
+        b.vector(t.name, k, t.shape[0], norm_dist());
+        break;
+      case TowerTensor::Kind::Bias:
+        b.vector(t.name, k, t.shape[0], Dist{Dist::Uniform, -0.1f, 0.1f});
+        break;
+      case TowerTensor::Kind::ClipBound:
+        b.scalar(t.name, k, t.lower_bound ? Dist{Dist::Uniform, -12.0f, -8.0f} : Dist{Dist::Uniform, 8.0f, 12.0f});
+        break;
+    }
+  }
+}
+
 std::string bits_list() { return "2, 3, 4, 5, 6, 8"; }
 std::string group_list() { return "32, 64, 128"; }
 
@@ -442,6 +481,10 @@ void validate_options(const SynthOptions& o) {
       fail("synth: unsupported group size {} (allowed: {})", o.quant->group_size, group_list());
     }
     if (o.quant->mode != "affine") fail("synth: unsupported quantization mode '{}' (allowed: affine)", o.quant->mode);
+  }
+  if (o.with_towers) {
+    const Preset& p = find_preset(o.preset);
+    if (!p.vision && !p.audio) fail("synth: preset '{}' has no vision or audio towers (--with-towers)", o.preset);
   }
   if (o.vocab && (*o.vocab < kMinVocab || *o.vocab > kMaxVocab)) {
     fail("synth: vocab {} out of range (allowed: {} to {})", *o.vocab, kMinVocab, kMaxVocab);
@@ -542,6 +585,8 @@ CheckpointPlan plan_target(const SynthOptions& o) {
     }
   }
 
+  if (o.with_towers) add_towers(b, p, H, naming);
+
   CheckpointPlan plan;
   plan.tensors = b.take();
 
@@ -549,8 +594,8 @@ CheckpointPlan plan_target(const SynthOptions& o) {
   c["architectures"] = {p.architecture};
   c["model_type"] = p.model_type;
   c["text_config"] = target_text_json(t, o.dtype);
-  c["vision_config"] = nullptr;
-  c["audio_config"] = nullptr;
+  c["vision_config"] = o.with_towers && p.vision ? vision_config_json(*p.vision) : nlohmann::json(nullptr);
+  c["audio_config"] = o.with_towers && p.audio ? audio_config_json(*p.audio) : nlohmann::json(nullptr);
   c["boi_token_id"] = 255999;
   c["eoi_token_id"] = 258882;
   c["image_token_id"] = 258880;
@@ -569,6 +614,7 @@ CheckpointPlan plan_target(const SynthOptions& o) {
     c["quantization_config"] = qj;
   }
   plan.config = std::move(c);
+  if (o.with_towers) plan.processor_config = processor_config_json(p);
 
   std::vector<int> suppress;
   for (int id : kSuppressTokens) {

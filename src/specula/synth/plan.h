@@ -33,6 +33,7 @@ struct SynthOptions {
   std::optional<QuantSpec> quant;          // MLX affine quantization of the target's linears
   std::optional<Naming> naming;            // default: Mlx when quantized, Hf otherwise
   std::optional<int64_t> vocab;            // overrides the preset's vocabulary (and the PLE vocab)
+  bool with_towers = false;                // also the vision / audio tower tensors (synth/towers.h)
 
   Naming resolved_naming() const { return naming.value_or(quant ? Naming::Mlx : Naming::Hf); }
 };
@@ -40,12 +41,13 @@ struct SynthOptions {
 struct CheckpointPlan {
   nlohmann::json config;                   // config.json
   nlohmann::json generation_config;        // generation_config.json
+  nlohmann::json processor_config;         // processor_config.json (null: none, a text-only checkpoint)
   std::vector<TensorSpec> tensors;         // by module path; quantized: weight, scales, biases
 
   uint64_t data_bytes() const;             // sum of tensor byte sizes (excludes headers)
 };
 
-// Checks the options (preset, bits, group size, dtype, vocab) and throws specula::Error naming the
+// Checks the options (preset, bits, group size, dtype, vocab, towers) and throws specula::Error naming the
 // option and the allowed values.
 void validate_options(const SynthOptions& options);
 

@@ -79,6 +79,11 @@ WrittenCheckpoint write_checkpoint(const CheckpointPlan& plan, const std::string
 
   write_text_file(root / "config.json", plan.config.dump(2) + "\n");
   write_text_file(root / "generation_config.json", plan.generation_config.dump(2) + "\n");
+  if (!plan.processor_config.is_null()) {
+    write_text_file(root / "processor_config.json", plan.processor_config.dump(2) + "\n");
+  } else {
+    fs::remove(root / "processor_config.json", ec);  // a text-only rewrite of a multimodal directory
+  }
 
   WrittenCheckpoint out;
   out.dir = dir;

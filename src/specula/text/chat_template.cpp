@@ -75,6 +75,20 @@ std::string select_named(const nlohmann::ordered_json& list, const std::string& 
 
 }  // namespace
 
+bool has_chat_template(const fs::path& model_dir) {
+  if (fs::is_regular_file(model_dir / "chat_template.jinja") || fs::is_regular_file(model_dir / "chat_template.json"))
+    return true;
+  const fs::path config = model_dir / "tokenizer_config.json";
+  if (!fs::is_regular_file(config)) return false;
+  std::ifstream in(config);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("chat_template");
+}
+
+nlohmann::ordered_json tokenizer_special_tokens(const fs::path& model_dir) {
+  return special_tokens_of(tokenizer_config_of(model_dir));
+}
+
 ChatTemplate ChatTemplate::from_model_dir(const fs::path& model_dir, const std::string& name) {
   const nlohmann::ordered_json config = tokenizer_config_of(model_dir);
   const nlohmann::ordered_json tokens = special_tokens_of(config);

@@ -16,6 +16,14 @@
 
 namespace specula {
 
+// The special tokens of `model_dir`'s tokenizer_config.json (bos_token, eos_token, ...) as an
+// object of strings; empty when the file is absent.
+nlohmann::ordered_json tokenizer_special_tokens(const std::filesystem::path& model_dir);
+
+// Whether `model_dir` ships a chat template at all (chat_template.jinja, chat_template.json or
+// tokenizer_config.json's chat_template); a broken one is found here and fails when loaded.
+bool has_chat_template(const std::filesystem::path& model_dir);
+
 class ChatTemplate {
  public:
   // Loads the template of the model in `model_dir`. `name` selects one of several named templates
