@@ -141,8 +141,9 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
 }
 
 std::string Engine::model_name() const {
-  // A single weight file is named by its stem ("gemma-4-e2b" for gemma-4-e2b.safetensors).
-  if (is_weight_file_path(options_.model_dir)) return fs::path(options_.model_dir).stem().string();
+  // A single file is named by its stem ("gemma-4-e2b" for gemma-4-e2b.safetensors or .gguf).
+  std::error_code ec;
+  if (fs::is_regular_file(options_.model_dir, ec)) return fs::path(options_.model_dir).stem().string();
   return last_component(options_.model_dir);
 }
 
