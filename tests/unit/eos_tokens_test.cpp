@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gemma_tokenizer.h"
-#include "scratch_dir.h"
+#include "temp_dir.h"
 #include "specula/io/eos_set.h"
 #include "specula/model/target_model.h"
 #include "specula/sample/sampling_params.h"
@@ -68,21 +68,21 @@ TEST(EosSet, ConfigWithoutEosStillStopsAtTheEndOfTurn) {
 
 TEST(EosSet, TargetLoadedWithTheTokenizerSideStopsAtTheEndOfTurn) {
   // A checkpoint laid out like the 12B's: no eos_token_id in config.json, no generation_config.json.
-  const test::ScratchDir dir("specula-eos");
+  const test::ScopedTempDir dir("specula-eos");
   synth::SynthOptions o;
   o.preset = "tiny-dense";
   synth::CheckpointPlan plan = synth::plan_target(o);
   plan.config.erase("eos_token_id");
   plan.config["text_config"].erase("eos_token_id");
-  synth::write_checkpoint(plan, dir.str());
-  std::filesystem::remove(dir.path("generation_config.json"));
+  synth::write_checkpoint(plan, dir.path().string());
+  std::filesystem::remove(dir.file("generation_config.json"));
   TargetOptions opts;
   opts.precision = Precision::Exact;
-  EXPECT_TRUE(TargetModel::load(dir.str(), opts)->eos_token_ids().empty());
+  EXPECT_TRUE(TargetModel::load(dir.path().string(), opts)->eos_token_ids().empty());
   const ChatTemplate gemma4 = template_file("google-gemma-4-31B-it.jinja");
   const std::vector<int32_t> tokenizer_side =
       tokenizer_eos_ids(test::gemma_tokenizer(), tokenizer_special_tokens(test::gemma_tokenizer_dir()), &gemma4);
-  const auto model = load_target_with_eos(dir.str(), opts, tokenizer_side);
+  const auto model = load_target_with_eos(dir.path().string(), opts, tokenizer_side);
   EXPECT_EQ(model->eos_token_ids(), (std::vector<int32_t>{1, 106}));  // <eos>, <turn|>
 }
 

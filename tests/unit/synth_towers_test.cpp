@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "scratch_dir.h"
+#include "temp_dir.h"
 #include "specula/io/checkpoint.h"
 #include "specula/io/checkpoint_summary.h"
 #include "specula/io/towers.h"
@@ -46,12 +46,12 @@ CheckpointSummary summary_of(const synth::CheckpointPlan& plan) {
 }
 
 TEST(SynthTowers, TinyTowersLoadBesideTheTextModelAndAreCountedApart) {
-  test::ScratchDir scratch("specula-towers");
+  test::ScopedTempDir scratch("specula-towers");
   for (const std::string preset : {"tiny-dense", "tiny-e4b", "tiny-kveq", "tiny-moe"}) {
     for (const bool quantized : {false, true}) {
       SCOPED_TRACE(preset + (quantized ? " q4 mlx" : " bf16 hf"));
       const synth::CheckpointPlan plan = synth::plan_target(options(preset, quantized, true));
-      const std::string dir = scratch.path(fmt::format("{}-{}", preset, quantized));
+      const std::string dir = scratch.file(fmt::format("{}-{}", preset, quantized));
       synth::write_checkpoint(plan, dir);
       const TargetCheckpoint ck = load_target(dir);
       const CheckpointSummary s = summarize_checkpoint(ck);
@@ -79,7 +79,7 @@ TEST(SynthTowers, TinyTowersLoadBesideTheTextModelAndAreCountedApart) {
     }
   }
   // A text-only rewrite of the directory leaves no processor config behind.
-  const std::string dir = scratch.path("tiny-dense-0");
+  const std::string dir = scratch.file("tiny-dense-0");
   synth::write_checkpoint(synth::plan_target(options("tiny-dense", false, false)), dir);
   EXPECT_FALSE(fs::exists(dir + "/processor_config.json"));
 }

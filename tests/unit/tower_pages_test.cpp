@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "page_residency.h"
-#include "scratch_dir.h"
+#include "temp_dir.h"
 #include "specula/io/checkpoint.h"
 #include "specula/model/target_model.h"
 #include "specula/synth/plan.h"
@@ -21,8 +21,8 @@ namespace {
 class TowerCheckpoint : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    scratch_ = new test::ScratchDir("specula-tower-pages");
-    dir_ = scratch_->str();
+    scratch_ = new test::ScopedTempDir("specula-tower-pages");
+    dir_ = scratch_->path().string();
     synth::SynthOptions o;
     o.preset = "tiny-e4b";
     o.naming = synth::Naming::Hf;
@@ -50,7 +50,7 @@ class TowerCheckpoint : public ::testing::Test {
     }
     return generated;
   }
-  static inline test::ScratchDir* scratch_ = nullptr;
+  static inline test::ScopedTempDir* scratch_ = nullptr;
   static inline std::string dir_;
 };
 
