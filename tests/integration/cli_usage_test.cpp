@@ -300,7 +300,7 @@ TEST(CliUsageStyle, EditorConfigDescribesTheCode) {
 // was edited. (Line length is not checked: some long lines predate the file.)
 TEST(CliUsageStyle, SourcesFollowTheEditorConfig) {
   size_t files = 0;
-  for (const char* top : {"src", "tests/unit", "tests/integration", "bench", "fuzz"}) {
+  for (const char* top : {"src", "tests/unit", "tests/integration", "tests/threaded", "tests/support", "bench", "fuzz"}) {
     if (!fs::exists(kRoot / top)) continue;
     for (const auto& entry : fs::recursive_directory_iterator(kRoot / top)) {
       const std::string ext = entry.path().extension().string();
