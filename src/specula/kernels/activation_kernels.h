@@ -31,7 +31,10 @@ constexpr float kGeluCubic = 0.044715f;
   const float r = (y - k * 0.693145751953125f) - k * 1.42860682030941723e-6f;
   const float p =
       1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040 + r * (1.0f / 40320))))))));
-  const float scale = __builtin_bit_cast(float, (static_cast<int32_t>(k) + 127) << 23);
+  // A NaN input makes k NaN, whose conversion to int is undefined: convert 0 instead (r, hence p
+  // and the result, stay NaN).
+  const float k_finite = k == k ? k : 0.0f;
+  const float scale = __builtin_bit_cast(float, (static_cast<int32_t>(k_finite) + 127) << 23);
   const float m = p * scale - 1.0f;
   const float large = __builtin_copysignf(m / (m + 2.0f), x);
   return a < 0.25f ? small : large;  // NaN: large, which is NaN (r is)
