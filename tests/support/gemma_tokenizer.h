@@ -1,6 +1,7 @@
 #pragma once
-// The Gemma 4 test tokenizer (tests/data/tokenizer-gemma4), loaded once per test binary: parsing the
-// 16 MB file for every test would dominate the suite's run time, especially under ASan.
+// The Gemma 4 test tokenizer (tests/data/tokenizer-gemma4), loaded once per process: parsing the
+// 16 MB file for every test would dominate the suite's run time, especially under ASan (so the
+// suites that use it run as one process each: tests/CMakeLists.txt).
 #include <string>
 
 #include "specula/text/tokenizer.h"

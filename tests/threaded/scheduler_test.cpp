@@ -182,6 +182,47 @@ TEST_P(SchedulerConcurrency, ASlotsPromptCacheIsReusedAndChangesNoToken) {
   EXPECT_EQ(scheduler.cached_tokens(), 0);
 }
 
+// The next turn of a chat diverges where the previous answer began (the template re-renders the
+// answer without its thinking). After an answer longer than the rings' spare positions, the slot
+// goes back to the snapshot taken at the end of the first prompt: the whole first prompt is reused
+// and the tokens are those of a cold run.
+TEST_P(SchedulerConcurrency, AChatTurnAfterALongAnswerReusesTheWholePreviousPrompt) {
+  const auto dir = golden_root() / GetParam();
+  TargetOptions to;
+  to.prefill_chunk = 4;
+  auto model = TargetModel::load((dir / "model").string(), to);
+  auto drafter = Drafter::load((dir / "drafter").string(), *model);
+  const auto base = read_json_file((dir / "expected.json").string()).at("prompt").get<std::vector<int32_t>>();
+  ThreadPool pool(1);
+  SchedulerOptions so;
+  so.slots = 1;
+  Scheduler scheduler(*model, pool, so);
+  Case c;
+  c.prompt = repeated(base, 20);
+  c.options.max_tokens = 48;  // more than the rings' spare positions (rollback reserve, chunk - 1)
+  c.options.ignore_eos = true;
+  c.options.gamma.fixed = 2;
+  c.drafter = true;
+  ScheduledGeneration g{c.prompt, c.options, drafter.get()};
+  int64_t cached = -1;
+  const std::vector<int32_t> first = scheduler.run(g, &cached).tokens;
+  EXPECT_EQ(first, alone(*model, drafter.get(), c));
+  Case turn2 = c;
+  turn2.prompt.push_back(first[0] == 0 ? 1 : first[0] - 1);  // diverges where the answer began
+  turn2.prompt.insert(turn2.prompt.end(), base.begin() + 1, base.end());
+  turn2.options.max_tokens = 6;
+  g.prompt = turn2.prompt;
+  g.options = turn2.options;
+  EXPECT_EQ(scheduler.run(g, &cached).tokens, alone(*model, drafter.get(), turn2));
+  EXPECT_EQ(cached, static_cast<int64_t>(c.prompt.size()));
+  // A third turn after a short answer reuses its prompt by plain rollback.
+  Case turn3 = turn2;
+  turn3.prompt.push_back(base[2]);
+  g.prompt = turn3.prompt;
+  EXPECT_EQ(scheduler.run(g, &cached).tokens, alone(*model, drafter.get(), turn3));
+  EXPECT_EQ(cached, static_cast<int64_t>(turn2.prompt.size()));
+}
+
 TEST(SchedulerErrors, ABadGenerationFailsAloneAndTheOthersFinish) {
   const auto dir = golden_root() / "dense-bf16-hf";
   auto model = TargetModel::load((dir / "model").string());

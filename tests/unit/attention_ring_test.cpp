@@ -184,6 +184,31 @@ TEST(AttentionRing, DecodeAndChunkGiveIdenticalBytes) {
   EXPECT_EQ(std::memcmp(out_a.data(), out_b.data(), sizeof(float) * out_a.size()), 0);
 }
 
+TEST(AttentionRing, ARestoredWindowCopyServesAttentionAfterTheRingMovedOn) {
+  ThreadPool pool(1);
+  const int64_t window = 5, extra = 3;
+  std::mt19937 rng(11);
+  KvCache cache = KvCache::ring(kKvHeads, kDim, window, extra);
+  History h;
+  for (int64_t chunk : {3, 4, 3, 2}) step(cache, h, rng, chunk, window, pool);
+  const KvCache::WindowCopy copy = cache.copy_window();
+  EXPECT_EQ(copy.offset, 12);
+  EXPECT_EQ(copy.k.size() * sizeof(float) * 2, cache.window_copy_bytes(12));
+  for (int i = 0; i < 6; ++i) step(cache, h, rng, 2, window, pool);
+  ASSERT_EQ(cache.offset(), 24);
+  EXPECT_LT(cache.max_rollback(), 12) << "the ring has overwritten the window of offset 12";
+  cache.restore_window(copy);
+  EXPECT_EQ(cache.offset(), 12);
+  EXPECT_EQ(cache.max_rollback(), 0);
+  // New rows from offset 12 on, each query checked against the reference over the restored window.
+  for (int64_t chunk : {1, 3, 2}) step(cache, h, rng, chunk, window, pool);
+  KvCache other = KvCache::ring(kKvHeads, kDim, window + 1, extra);
+  EXPECT_FALSE(other.can_restore(copy)) << "nothing cached there yet";
+  EXPECT_THROW(other.restore_window(copy), Error);
+  KvCache full = KvCache::full(kKvHeads, kDim);
+  EXPECT_EQ(full.window_copy_bytes(12), 0u);
+}
+
 TEST(KvCacheStorage, IsNotTouchedBeforeItsRowsAreWritten) {
   // A 64 MiB ring (above malloc's largest mmap threshold, so fresh pages): writing position 0
   // touches its first rows only; zeroing it all up front cost ~200 ms of an E4B's first forward.

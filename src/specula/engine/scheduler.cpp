@@ -23,15 +23,24 @@ constexpr int64_t kMinPrefillRows = 16;
 // Under the load cap, every this many steps one greedy `auto` sequence may draft again.
 constexpr int64_t kProbeEvery = 16;
 
-// Prompt tokens a cache holding `held` (its first `offset` tokens) can keep for `prompt`: the
-// common prefix, at most all but the last prompt token, and only if the rest can roll back.
-int64_t reusable_prefix(const std::vector<int32_t>& held, const TargetCache& cache, const std::vector<int32_t>& prompt) {
-  if (static_cast<int64_t>(held.size()) != cache.offset()) return 0;
+// How a new generation reuses a slot's cache: `keep` prompt tokens stay (at most all but the
+// last prompt token), by rolling the cache back or, when the rings have moved on too far for that,
+// by restoring the snapshot taken at the end of the previous prompt.
+struct Reuse {
+  int64_t keep = 0;
+  bool from_snapshot = false;
+};
+
+Reuse plan_reuse(const std::vector<int32_t>& held, const TargetCache& cache, const CacheSnapshot& prompt_end,
+                 const std::vector<int32_t>& prompt) {
+  if (static_cast<int64_t>(held.size()) != cache.offset()) return {};
   size_t common = 0;
   while (common < held.size() && common < prompt.size() && held[common] == prompt[common]) ++common;
   const int64_t keep = std::min<int64_t>(static_cast<int64_t>(common), static_cast<int64_t>(prompt.size()) - 1);
-  if (keep <= 0 || cache.offset() - keep > cache.max_rollback()) return 0;
-  return keep;
+  if (keep <= 0) return {};
+  if (cache.offset() - keep <= cache.max_rollback()) return {keep, false};
+  if (prompt_end.offset > 0 && prompt_end.offset <= keep) return {prompt_end.offset, true};
+  return {};
 }
 
 }  // namespace
@@ -40,6 +49,7 @@ struct Scheduler::Slot {
   explicit Slot(TargetCache c) : cache(std::move(c)) {}
   TargetCache cache;
   std::vector<int32_t> tokens;       // what the cache holds, for the prompt cache (when idle)
+  CacheSnapshot prompt_end;          // the caches at the end of the last prompt (see plan_reuse)
   Job* job = nullptr;
   uint64_t last_used = 0;
   std::atomic<int64_t> held{0};      // positions of a running generation (for kv_utilization)
@@ -51,6 +61,7 @@ struct Scheduler::Job {
   std::unique_ptr<SpeculativeSession> session;
   Slot* slot = nullptr;
   int64_t keep = 0;
+  bool snapshot_prompt_end = false;  // take the slot's prompt_end once the prompt is prefilled
   std::exception_ptr error;
   ScheduledOutcome outcome;
   uint64_t kv_reserved = 0;          // bytes counted against the KV budget while it runs
@@ -121,12 +132,16 @@ int64_t Scheduler::cached_tokens() const {
 
 void Scheduler::clear_prompt_cache() {
   std::lock_guard lock(mutex_);
-  for (auto& s : slots_) {
-    if (s->job != nullptr) continue;
-    s->tokens.clear();
-    s->cached = 0;
-    s->cache.reset();
-  }
+  for (auto& s : slots_)
+    if (s->job == nullptr) forget(*s);
+}
+
+// Drops what a slot's cache holds for the prompt cache.
+void Scheduler::forget(Slot& slot) {
+  slot.tokens.clear();
+  slot.cached = 0;
+  slot.prompt_end = {};
+  slot.cache.reset();
 }
 
 void Scheduler::loop() {
@@ -159,29 +174,37 @@ void Scheduler::loop() {
 // The most KV bytes the generation's cache can hold: every prompt and generated position plus the
 // drafts of a last round, within the context.
 uint64_t Scheduler::kv_need(const Job& job, const Slot& slot) const {
-  const int64_t positions = static_cast<int64_t>(job.generation.prompt.size()) + job.generation.options.max_tokens +
-                            slot.cache.options().rollback_reserve + 1;
-  return slot.cache.bytes_at(std::min(positions, model_.max_context()));
+  const auto prompt = static_cast<int64_t>(job.generation.prompt.size());
+  const int64_t positions = prompt + job.generation.options.max_tokens + slot.cache.options().rollback_reserve + 1;
+  const uint64_t snapshot = takes_prompt_end_snapshot(job, slot) ? slot.cache.snapshot_bytes(prompt) : 0;
+  return slot.cache.bytes_at(std::min(positions, model_.max_context())) + snapshot;
 }
+
+// Whether the generation can move the rings so far past its prompt that the next prompt of a chat
+// (which diverges where this answer began) could no longer roll back there.
+bool Scheduler::takes_prompt_end_snapshot(const Job& job, const Slot& slot) const {
+  return options_.prompt_cache && slot.cache.has_rings() &&
+         job.generation.options.max_tokens + slot.cache.options().rollback_reserve + 1 > slot.cache.ring_extra();
+}
+
+uint64_t Scheduler::idle_bytes(const Slot& slot) { return slot.cache.allocated_bytes() + slot.prompt_end.bytes(); }
 
 bool Scheduler::make_room(uint64_t need, const Slot& slot) {
   auto used = [&] {
     uint64_t b = 0;
     for (const Job* j : active_) b += j->kv_reserved;
     for (const auto& s : slots_)
-      if (s->job == nullptr && s.get() != &slot) b += s->cache.allocated_bytes();
+      if (s->job == nullptr && s.get() != &slot) b += idle_bytes(*s);
     return b;
   };
   while (used() + need > options_.kv_budget_bytes) {
     Slot* victim = nullptr;
     for (auto& s : slots_)
-      if (s->job == nullptr && s.get() != &slot && s->cache.allocated_bytes() > 0 &&
+      if (s->job == nullptr && s.get() != &slot && idle_bytes(*s) > 0 &&
           (victim == nullptr || s->last_used < victim->last_used))
         victim = s.get();
     if (victim == nullptr) return false;
-    victim->tokens.clear();
-    victim->cached = 0;
-    victim->cache.reset();
+    forget(*victim);
     victim->cache.release_unused();
   }
   return true;
@@ -227,7 +250,7 @@ Scheduler::Slot* Scheduler::pick_slot(const std::vector<int32_t>& prompt) {
   int64_t best_keep = -1;
   for (auto& s : slots_) {
     if (s->job != nullptr) continue;
-    const int64_t keep = options_.prompt_cache ? reusable_prefix(s->tokens, s->cache, prompt) : 0;
+    const int64_t keep = options_.prompt_cache ? plan_reuse(s->tokens, s->cache, s->prompt_end, prompt).keep : 0;
     if (keep > best_keep || (keep == best_keep && s->last_used < best->last_used)) {
       best = s.get();
       best_keep = keep;
@@ -241,12 +264,18 @@ void Scheduler::start(Job& job, Slot& slot) {
   slot.job = &job;
   const std::vector<int32_t>& prompt = job.generation.prompt;
   try {
-    job.keep = options_.prompt_cache ? reusable_prefix(slot.tokens, slot.cache, prompt) : 0;
-    const int64_t surplus = slot.cache.offset() - job.keep;
-    if (job.keep > 0 && surplus > 0) slot.cache.rollback(surplus);
+    const Reuse reuse = options_.prompt_cache ? plan_reuse(slot.tokens, slot.cache, slot.prompt_end, prompt) : Reuse{};
+    job.keep = reuse.keep;
+    if (reuse.from_snapshot) {
+      slot.cache.restore(slot.prompt_end);
+    } else if (job.keep > 0 && slot.cache.offset() > job.keep) {
+      slot.cache.rollback(slot.cache.offset() - job.keep);
+    }
     if (job.keep == 0) slot.cache.reset();
     slot.tokens.clear();  // unknown until the generation has finished
     slot.cached = 0;
+    slot.prompt_end = {};  // this prompt's own end is where the next one may diverge
+    job.snapshot_prompt_end = takes_prompt_end_snapshot(job, slot);
     job.generation.options.continue_cache = job.keep > 0;
     job.session = std::make_unique<SpeculativeSession>(model_, slot.cache, job.generation.drafter, prompt,
                                                        job.generation.options);
@@ -281,6 +310,10 @@ void Scheduler::step(std::vector<Job*>& active) {
         j->session->prefilling() ? ms : step_cost_.share(ms, plan.rows(), plan.decoding(), own_rows);
     try {
       j->session->complete_step(outs[i], cost);
+      const TargetCache& cache = j->slot->cache;
+      if (plan.prefill[i] && !j->session->prefilling() && j->snapshot_prompt_end &&
+          cache.offset() == static_cast<int64_t>(j->generation.prompt.size()))
+        j->slot->prompt_end = cache.snapshot();
     } catch (...) {
       j->error = std::current_exception();
     }
@@ -401,8 +434,7 @@ void Scheduler::finish(Job& job) {
     slot.tokens.insert(slot.tokens.end(), r.cache_tail.begin(), r.cache_tail.end());
     slot.tokens.resize(offset);
   } else {
-    slot.tokens.clear();
-    slot.cache.reset();
+    forget(slot);
   }
   slot.cached = static_cast<int64_t>(slot.tokens.size());
   job.outcome.result = std::move(r);
@@ -417,9 +449,7 @@ void Scheduler::finish(Job& job) {
 // A generation ends with `error` (under the lock); its slot, if any, starts the next one cold.
 void Scheduler::fail(Job& job, std::exception_ptr error) {
   if (Slot* slot = job.slot) {
-    slot->tokens.clear();
-    slot->cached = 0;
-    slot->cache.reset();
+    forget(*slot);
     slot->job = nullptr;
     slot->last_used = ++clock_;
     slot->held = 0;

@@ -11,9 +11,12 @@
 //
 // Prompt cache, per slot: a slot remembers the tokens its cache holds. A new generation takes
 // the free slot sharing the longest prefix with its prompt (else the least recently used one),
-// keeps that prefix (rolling the rest back, or starting over when the sliding-window caches
-// cannot go back that far) and prefills only the remainder; at least the last prompt token is
-// always fed.
+// keeps that prefix (rolling the rest back) and prefills only the remainder; at least the last
+// prompt token is always fed. A chat's next prompt diverges where the previous answer began (the
+// template re-renders the answer without its thinking), and an answer longer than the rings'
+// spare positions leaves the sliding-window caches unable to roll back that far: so a generation
+// that can write that much keeps a snapshot of the caches at the end of its prompt
+// (model/target_cache.h), and the next one restores it instead of starting over.
 //
 // KV memory: with a budget (SchedulerOptions::kv_budget_bytes) a generation is admitted only when
 // its cache's largest size fits beside the others'; one that could never fit fails at once.
@@ -96,6 +99,9 @@ class Scheduler {
   void admit(std::unique_lock<std::mutex>& lock);
   Slot* pick_slot(const std::vector<int32_t>& prompt);
   uint64_t kv_need(const Job& job, const Slot& slot) const;
+  bool takes_prompt_end_snapshot(const Job& job, const Slot& slot) const;
+  static uint64_t idle_bytes(const Slot& slot);
+  static void forget(Slot& slot);
   // Whether `need` more bytes fit the budget beside `slot`, dropping idle prompt caches to make room.
   bool make_room(uint64_t need, const Slot& slot);
   void start(Job& job, Slot& slot);

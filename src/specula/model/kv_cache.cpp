@@ -41,13 +41,7 @@ void KvCache::reserve_write(int64_t count) {
       fail("KV cache: a forward of {} positions exceeds the sliding-window ring's limit of {} (window {} + "
            "extra {}); use a smaller chunk",
            count, max_write(), window_, capacity_ - window_);
-    if (storage_.empty()) {
-      const auto n = static_cast<size_t>(capacity_ * row_floats());
-      storage_.push_back(std::make_unique_for_overwrite<float[]>(n));
-      storage_.push_back(std::make_unique_for_overwrite<float[]>(n));
-      k_blocks_.push_back(storage_[0].get());
-      v_blocks_.push_back(storage_[1].get());
-    }
+    allocate_ring();
     // Writing positions up to offset+count-1 overwrites everything older than that minus capacity.
     oldest_ = std::max(oldest_, offset_ + count - capacity_);
     return;
@@ -60,6 +54,15 @@ void KvCache::reserve_write(int64_t count) {
     storage_.push_back(std::make_unique_for_overwrite<float[]>(n));
     v_blocks_.push_back(storage_.back().get());
   }
+}
+
+void KvCache::allocate_ring() {
+  if (!storage_.empty()) return;
+  const auto n = static_cast<size_t>(capacity_ * row_floats());
+  storage_.push_back(std::make_unique_for_overwrite<float[]>(n));
+  storage_.push_back(std::make_unique_for_overwrite<float[]>(n));
+  k_blocks_.push_back(storage_[0].get());
+  v_blocks_.push_back(storage_[1].get());
 }
 
 float* KvCache::slot(std::vector<float*>& blocks, int64_t pos) {
@@ -92,6 +95,53 @@ void KvCache::rollback(int64_t n) {
 void KvCache::reset() {
   offset_ = 0;
   oldest_ = 0;
+}
+
+KvCache::WindowCopy KvCache::copy_window() const {
+  WindowCopy copy;
+  copy.offset = offset_;
+  if (!is_ring()) return copy;
+  const int64_t begin = view_begin();
+  const auto row = static_cast<size_t>(row_floats());
+  copy.k.resize(static_cast<size_t>(offset_ - begin) * row);
+  copy.v.resize(copy.k.size());
+  for (int64_t pos = begin; pos < offset_; ++pos) {
+    const auto at = static_cast<size_t>(pos - begin) * row;
+    std::copy_n(k_row(pos), row, copy.k.data() + at);
+    std::copy_n(v_row(pos), row, copy.v.data() + at);
+  }
+  return copy;
+}
+
+uint64_t KvCache::window_copy_bytes(int64_t positions) const {
+  if (!is_ring() || positions <= 0) return 0;
+  return static_cast<uint64_t>(2 * std::min(positions, window_)) * static_cast<uint64_t>(row_floats()) *
+         sizeof(float);
+}
+
+bool KvCache::can_restore(const WindowCopy& copy) const {
+  if (copy.offset < 0 || copy.offset > offset_) return false;
+  if (!is_ring()) return copy.k.empty() && copy.v.empty();
+  const int64_t rows = copy.offset - std::max<int64_t>(0, copy.offset - window_);
+  return copy.k.size() == static_cast<size_t>(rows * row_floats()) && copy.v.size() == copy.k.size();
+}
+
+void KvCache::restore_window(const WindowCopy& copy) {
+  if (!can_restore(copy))
+    fail("KV cache: a window copy at offset {} ({} floats) does not fit this cache (offset {}, window {})",
+         copy.offset, copy.k.size(), offset_, window_);
+  if (!is_ring()) return rollback(offset_ - copy.offset);
+  const int64_t begin = std::max<int64_t>(0, copy.offset - window_);
+  const auto row = static_cast<size_t>(row_floats());
+  allocate_ring();
+  for (int64_t pos = begin; pos < copy.offset; ++pos) {
+    const auto at = static_cast<size_t>(pos - begin) * row;
+    std::copy_n(copy.k.data() + at, row, k_slot(pos));
+    std::copy_n(copy.v.data() + at, row, v_slot(pos));
+  }
+  offset_ = copy.offset;
+  // Only the copied window is known intact: no rollback below it.
+  oldest_ = begin;
 }
 
 int64_t KvCache::view_begin() const { return is_ring() ? std::max<int64_t>(0, offset_ - window_) : 0; }

@@ -52,6 +52,22 @@ class KvCache {
   int64_t max_rollback() const;
   void reset();
 
+  // A ring's newest min(offset, W) positions, copied: what going back to that offset needs once
+  // the ring has moved on and overwritten them (a multi-turn chat's next prompt diverges where the
+  // previous answer began). Full caches overwrite nothing and need no copy.
+  struct WindowCopy {
+    int64_t offset = 0;
+    std::vector<float> k, v;  // positions [offset - rows, offset), oldest first
+  };
+  WindowCopy copy_window() const;
+  // Bytes copy_window() holds at `positions` positions (0 for full caches).
+  uint64_t window_copy_bytes(int64_t positions) const;
+  // Goes back to copy.offset (<= offset()): a ring gets the copied rows back, a full cache rolls
+  // back. The positions before copy.offset must hold what they held when the copy was taken.
+  void restore_window(const WindowCopy& copy);
+  // Whether restore_window(copy) would succeed.
+  bool can_restore(const WindowCopy& copy) const;
+
   // The drafter's chronological view: positions [view_begin(), offset()), i.e. the newest
   // min(offset, W) keys on ring caches and all keys on full caches.
   int64_t view_begin() const;
@@ -73,6 +89,7 @@ class KvCache {
  private:
   KvCache() = default;
   float* slot(std::vector<float*>& blocks, int64_t pos);
+  void allocate_ring();
   void check_readable(int64_t pos) const;
 
   int64_t kv_heads_ = 0;

@@ -9,7 +9,7 @@ namespace specula {
 TargetCache::TargetCache(const TargetConfig& config, const CacheOptions& options) : options_(options) {
   if (options.rollback_reserve < 0) fail("rollback reserve {} must be >= 0", options.rollback_reserve);
   if (options.max_chunk < 1) fail("prefill chunk {} must be >= 1", options.max_chunk);
-  const int64_t extra = std::max(options.rollback_reserve, options.max_chunk - 1);
+  const int64_t extra = ring_extra();
   const auto n = config.layers.size();
   cache_of_layer_.assign(n, -1);
   owns_.assign(n, false);
@@ -63,6 +63,42 @@ void TargetCache::rollback(int64_t n) {
 void TargetCache::reset() {
   for (KvCache& c : caches_) c.reset();
   offset_ = 0;
+}
+
+uint64_t CacheSnapshot::bytes() const {
+  uint64_t b = 0;
+  for (const KvCache::WindowCopy& c : caches) b += (c.k.size() + c.v.size()) * sizeof(float);
+  return b;
+}
+
+CacheSnapshot TargetCache::snapshot() const {
+  CacheSnapshot s;
+  s.offset = offset_;
+  s.caches.reserve(caches_.size());
+  for (const KvCache& c : caches_) s.caches.push_back(c.copy_window());
+  return s;
+}
+
+uint64_t TargetCache::snapshot_bytes(int64_t positions) const {
+  uint64_t b = 0;
+  for (const KvCache& c : caches_) b += c.window_copy_bytes(positions);
+  return b;
+}
+
+bool TargetCache::has_rings() const {
+  return std::any_of(caches_.begin(), caches_.end(), [](const KvCache& c) { return c.is_ring(); });
+}
+
+void TargetCache::restore(const CacheSnapshot& snapshot) {
+  if (snapshot.offset > offset_)
+    fail("cannot go back to a snapshot at offset {}: only {} positions are cached", snapshot.offset, offset_);
+  if (snapshot.caches.size() != caches_.size())
+    fail("a snapshot of {} caches does not fit a sequence of {}", snapshot.caches.size(), caches_.size());
+  for (size_t i = 0; i < caches_.size(); ++i)
+    if (snapshot.caches[i].offset != snapshot.offset || !caches_[i].can_restore(snapshot.caches[i]))
+      fail("a snapshot at offset {} does not fit cache {} of this sequence", snapshot.offset, i);
+  for (size_t i = 0; i < caches_.size(); ++i) caches_[i].restore_window(snapshot.caches[i]);
+  offset_ = snapshot.offset;
 }
 
 void TargetCache::advance(int64_t count) {

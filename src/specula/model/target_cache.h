@@ -2,6 +2,7 @@
 // The KV state of one target-model sequence: a cache per KV donor layer (docs/gemma4.md §6), full
 // layers growing, sliding layers as rings (kv_cache.h). KV-shared layers own nothing and read the
 // cache of their donor (the last donor of the same type). All caches move together: one offset.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -19,12 +20,23 @@ struct CacheOptions {
   int64_t max_chunk = 512;
 };
 
+// The caches at one offset, kept so that a later sequence sharing its prefix can go back there
+// after the sliding-window rings have moved past it (kv_cache.h WindowCopy).
+struct CacheSnapshot {
+  int64_t offset = 0;                     // 0: no snapshot
+  std::vector<KvCache::WindowCopy> caches;  // one per donor cache
+  uint64_t bytes() const;
+};
+
 class TargetCache {
  public:
   TargetCache(const TargetConfig& config, const CacheOptions& options);
 
   int64_t offset() const { return offset_; }
   const CacheOptions& options() const { return options_; }
+  // Positions a sliding-window ring holds beyond its window: how far past an offset the sequence
+  // can move and still roll back to it.
+  int64_t ring_extra() const { return std::max(options_.rollback_reserve, options_.max_chunk - 1); }
 
   // The cache layer `layer` reads (its own for donors, its donor's for sharers).
   KvCache& for_layer(int layer);
@@ -36,6 +48,15 @@ class TargetCache {
   void rollback(int64_t n);
   int64_t max_rollback() const;
   void reset();
+
+  CacheSnapshot snapshot() const;
+  // Bytes a snapshot at `positions` positions holds.
+  uint64_t snapshot_bytes(int64_t positions) const;
+  // Whether any cache is a ring, i.e. whether a snapshot can reach further back than rollback.
+  bool has_rings() const;
+  // Goes back to the snapshot's offset (<= offset()). The positions before it must hold what they
+  // held when it was taken (the caller knows the tokens); the rings get their window back.
+  void restore(const CacheSnapshot& snapshot);
 
   // Used by the forward pass after it has written `count` positions to every donor cache.
   void advance(int64_t count);
