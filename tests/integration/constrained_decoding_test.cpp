@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "../unit/json_schema_check.h"
+#include "json_schema_check.h"
 #include "spec_golden_util.h"
 #include "specula/grammar/json_schema.h"
 #include "specula/model/drafter.h"

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "../unit/temp_dir.h"
+#include "temp_dir.h"
 #include "cli_runner.h"
 
 namespace specula {

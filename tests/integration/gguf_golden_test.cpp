@@ -20,7 +20,7 @@
 #include "specula/model/gguf_target.h"
 #include "specula/model/target_model.h"
 #include "specula/synth/gguf_export.h"
-#include "../unit/temp_dir.h"
+#include "temp_dir.h"
 
 namespace specula {
 namespace {

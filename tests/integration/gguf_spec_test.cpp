@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "../unit/temp_dir.h"
+#include "temp_dir.h"
 #include "spec_golden_util.h"
 #include "specula/io/config.h"
 #include "specula/model/drafter.h"

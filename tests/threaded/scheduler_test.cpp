@@ -182,10 +182,11 @@ TEST_P(SchedulerConcurrency, ASlotsPromptCacheIsReusedAndChangesNoToken) {
   EXPECT_EQ(scheduler.cached_tokens(), 0);
 }
 
-// The next turn of a chat diverges where the previous answer began (the template re-renders the
-// answer without its thinking). After an answer longer than the rings' spare positions, the slot
-// goes back to the snapshot taken at the end of the first prompt: the whole first prompt is reused
-// and the tokens are those of a cold run.
+// The next turn of a chat diverges a few tokens before the end of the previous prompt (Gemma 4's
+// template renders the assistant turn's opener without the generation prompt's empty thought
+// block). After an answer longer than the rings' spare positions, the slot goes back to the
+// snapshot taken at the end of the first prompt: the shared prefix is reused and the tokens are
+// those of a cold run.
 TEST_P(SchedulerConcurrency, AChatTurnAfterALongAnswerReusesTheWholePreviousPrompt) {
   const auto dir = golden_root() / GetParam();
   TargetOptions to;
@@ -208,13 +209,17 @@ TEST_P(SchedulerConcurrency, AChatTurnAfterALongAnswerReusesTheWholePreviousProm
   const std::vector<int32_t> first = scheduler.run(g, &cached).tokens;
   EXPECT_EQ(first, alone(*model, drafter.get(), c));
   Case turn2 = c;
-  turn2.prompt.push_back(first[0] == 0 ? 1 : first[0] - 1);  // diverges where the answer began
+  const size_t shared = c.prompt.size() - 3;
+  const int32_t last = c.prompt[shared];
+  turn2.prompt.resize(shared);
+  turn2.prompt.push_back(last == 0 ? 1 : last - 1);  // diverges 3 tokens before the first prompt's end
+  turn2.prompt.insert(turn2.prompt.end(), first.begin(), first.end());
   turn2.prompt.insert(turn2.prompt.end(), base.begin() + 1, base.end());
   turn2.options.max_tokens = 6;
   g.prompt = turn2.prompt;
   g.options = turn2.options;
   EXPECT_EQ(scheduler.run(g, &cached).tokens, alone(*model, drafter.get(), turn2));
-  EXPECT_EQ(cached, static_cast<int64_t>(c.prompt.size()));
+  EXPECT_EQ(cached, static_cast<int64_t>(shared));
   // A third turn after a short answer reuses its prompt by plain rollback.
   Case turn3 = turn2;
   turn3.prompt.push_back(base[2]);

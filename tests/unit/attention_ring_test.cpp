@@ -191,22 +191,26 @@ TEST(AttentionRing, ARestoredWindowCopyServesAttentionAfterTheRingMovedOn) {
   KvCache cache = KvCache::ring(kKvHeads, kDim, window, extra);
   History h;
   for (int64_t chunk : {3, 4, 3, 2}) step(cache, h, rng, chunk, window, pool);
-  const KvCache::WindowCopy copy = cache.copy_window();
+  const KvCache::WindowCopy copy = cache.copy_window(2);  // positions [5, 12): back to 10..12
+  EXPECT_EQ(copy.begin, 5);
   EXPECT_EQ(copy.offset, 12);
-  EXPECT_EQ(copy.k.size() * sizeof(float) * 2, cache.window_copy_bytes(12));
+  EXPECT_EQ(copy.earliest(window), 10);
+  EXPECT_EQ(copy.k.size() * sizeof(float) * 2, cache.window_copy_bytes(12, 2));
   for (int i = 0; i < 6; ++i) step(cache, h, rng, 2, window, pool);
   ASSERT_EQ(cache.offset(), 24);
-  EXPECT_LT(cache.max_rollback(), 12) << "the ring has overwritten the window of offset 12";
-  cache.restore_window(copy);
-  EXPECT_EQ(cache.offset(), 12);
+  EXPECT_LT(cache.max_rollback(), 14) << "the ring has overwritten the window of offset 10";
+  EXPECT_FALSE(cache.can_restore(copy, 9)) << "before the copy's reach";
+  EXPECT_THROW(cache.restore_window(copy, 9), Error);
+  cache.restore_window(copy, 10);
+  EXPECT_EQ(cache.offset(), 10);
   EXPECT_EQ(cache.max_rollback(), 0);
-  // New rows from offset 12 on, each query checked against the reference over the restored window.
+  // New rows from offset 10 on, each query checked against the reference over the restored window.
   for (int64_t chunk : {1, 3, 2}) step(cache, h, rng, chunk, window, pool);
-  KvCache other = KvCache::ring(kKvHeads, kDim, window + 1, extra);
-  EXPECT_FALSE(other.can_restore(copy)) << "nothing cached there yet";
-  EXPECT_THROW(other.restore_window(copy), Error);
+  KvCache other = KvCache::ring(kKvHeads, kDim, window, extra);
+  EXPECT_FALSE(other.can_restore(copy, 12)) << "nothing cached there yet";
+  EXPECT_THROW(other.restore_window(copy, 12), Error);
   KvCache full = KvCache::full(kKvHeads, kDim);
-  EXPECT_EQ(full.window_copy_bytes(12), 0u);
+  EXPECT_EQ(full.window_copy_bytes(12, 2), 0u);
 }
 
 TEST(KvCacheStorage, IsNotTouchedBeforeItsRowsAreWritten) {

@@ -23,9 +23,15 @@ constexpr int64_t kMinPrefillRows = 16;
 // Under the load cap, every this many steps one greedy `auto` sequence may draft again.
 constexpr int64_t kProbeEvery = 16;
 
+// How far before the end of a prompt its snapshot can go back: chat templates open the assistant
+// turn differently in the generation prompt and in the history (Gemma 4's generation prompt ends
+// with an empty thought block that the re-rendered history leaves out: 4 tokens).
+constexpr int64_t kSnapshotMargin = 32;
+
 // How a new generation reuses a slot's cache: `keep` prompt tokens stay (at most all but the
 // last prompt token), by rolling the cache back or, when the rings have moved on too far for that,
-// by restoring the snapshot taken at the end of the previous prompt.
+// by restoring the snapshot taken at the end of the previous prompt (which reaches back
+// kSnapshotMargin positions).
 struct Reuse {
   int64_t keep = 0;
   bool from_snapshot = false;
@@ -39,7 +45,7 @@ Reuse plan_reuse(const std::vector<int32_t>& held, const TargetCache& cache, con
   const int64_t keep = std::min<int64_t>(static_cast<int64_t>(common), static_cast<int64_t>(prompt.size()) - 1);
   if (keep <= 0) return {};
   if (cache.offset() - keep <= cache.max_rollback()) return {keep, false};
-  if (prompt_end.offset > 0 && prompt_end.offset <= keep) return {prompt_end.offset, true};
+  if (prompt_end.offset > 0 && prompt_end.earliest <= keep) return {std::min(keep, prompt_end.offset), true};
   return {};
 }
 
@@ -176,15 +182,16 @@ void Scheduler::loop() {
 uint64_t Scheduler::kv_need(const Job& job, const Slot& slot) const {
   const auto prompt = static_cast<int64_t>(job.generation.prompt.size());
   const int64_t positions = prompt + job.generation.options.max_tokens + slot.cache.options().rollback_reserve + 1;
-  const uint64_t snapshot = takes_prompt_end_snapshot(job, slot) ? slot.cache.snapshot_bytes(prompt) : 0;
+  const uint64_t snapshot = takes_prompt_end_snapshot(job, slot) ? slot.cache.snapshot_bytes(prompt, kSnapshotMargin) : 0;
   return slot.cache.bytes_at(std::min(positions, model_.max_context())) + snapshot;
 }
 
 // Whether the generation can move the rings so far past its prompt that the next prompt of a chat
-// (which diverges where this answer began) could no longer roll back there.
+// (which diverges near the end of this one) could no longer roll back there.
 bool Scheduler::takes_prompt_end_snapshot(const Job& job, const Slot& slot) const {
   return options_.prompt_cache && slot.cache.has_rings() &&
-         job.generation.options.max_tokens + slot.cache.options().rollback_reserve + 1 > slot.cache.ring_extra();
+         job.generation.options.max_tokens + slot.cache.options().rollback_reserve + 1 >
+             slot.cache.ring_extra() - kSnapshotMargin;
 }
 
 uint64_t Scheduler::idle_bytes(const Slot& slot) { return slot.cache.allocated_bytes() + slot.prompt_end.bytes(); }
@@ -267,7 +274,7 @@ void Scheduler::start(Job& job, Slot& slot) {
     const Reuse reuse = options_.prompt_cache ? plan_reuse(slot.tokens, slot.cache, slot.prompt_end, prompt) : Reuse{};
     job.keep = reuse.keep;
     if (reuse.from_snapshot) {
-      slot.cache.restore(slot.prompt_end);
+      slot.cache.restore(slot.prompt_end, job.keep);
     } else if (job.keep > 0 && slot.cache.offset() > job.keep) {
       slot.cache.rollback(slot.cache.offset() - job.keep);
     }
@@ -313,7 +320,7 @@ void Scheduler::step(std::vector<Job*>& active) {
       const TargetCache& cache = j->slot->cache;
       if (plan.prefill[i] && !j->session->prefilling() && j->snapshot_prompt_end &&
           cache.offset() == static_cast<int64_t>(j->generation.prompt.size()))
-        j->slot->prompt_end = cache.snapshot();
+        j->slot->prompt_end = cache.snapshot(kSnapshotMargin);
     } catch (...) {
       j->error = std::current_exception();
     }

@@ -97,51 +97,52 @@ void KvCache::reset() {
   oldest_ = 0;
 }
 
-KvCache::WindowCopy KvCache::copy_window() const {
+KvCache::WindowCopy KvCache::copy_window(int64_t margin) const {
   WindowCopy copy;
   copy.offset = offset_;
+  copy.begin = offset_;
   if (!is_ring()) return copy;
-  const int64_t begin = view_begin();
+  copy.begin = std::max({int64_t{0}, oldest_, offset_ - window_ - std::max<int64_t>(margin, 0)});
   const auto row = static_cast<size_t>(row_floats());
-  copy.k.resize(static_cast<size_t>(offset_ - begin) * row);
+  copy.k.resize(static_cast<size_t>(offset_ - copy.begin) * row);
   copy.v.resize(copy.k.size());
-  for (int64_t pos = begin; pos < offset_; ++pos) {
-    const auto at = static_cast<size_t>(pos - begin) * row;
+  for (int64_t pos = copy.begin; pos < offset_; ++pos) {
+    const auto at = static_cast<size_t>(pos - copy.begin) * row;
     std::copy_n(k_row(pos), row, copy.k.data() + at);
     std::copy_n(v_row(pos), row, copy.v.data() + at);
   }
   return copy;
 }
 
-uint64_t KvCache::window_copy_bytes(int64_t positions) const {
+uint64_t KvCache::window_copy_bytes(int64_t positions, int64_t margin) const {
   if (!is_ring() || positions <= 0) return 0;
-  return static_cast<uint64_t>(2 * std::min(positions, window_)) * static_cast<uint64_t>(row_floats()) *
-         sizeof(float);
+  const int64_t rows = std::min(positions, window_ + std::max<int64_t>(margin, 0));
+  return static_cast<uint64_t>(2 * rows) * static_cast<uint64_t>(row_floats()) * sizeof(float);
 }
 
-bool KvCache::can_restore(const WindowCopy& copy) const {
-  if (copy.offset < 0 || copy.offset > offset_) return false;
+bool KvCache::can_restore(const WindowCopy& copy, int64_t to) const {
+  if (copy.offset < 0 || copy.offset > offset_ || to < 0 || to > copy.offset) return false;
   if (!is_ring()) return copy.k.empty() && copy.v.empty();
-  const int64_t rows = copy.offset - std::max<int64_t>(0, copy.offset - window_);
-  return copy.k.size() == static_cast<size_t>(rows * row_floats()) && copy.v.size() == copy.k.size();
+  if (copy.begin < 0 || copy.begin > copy.offset || to < copy.earliest(window_)) return false;
+  const auto rows = static_cast<size_t>(copy.offset - copy.begin);
+  return copy.k.size() == rows * static_cast<size_t>(row_floats()) && copy.v.size() == copy.k.size();
 }
 
-void KvCache::restore_window(const WindowCopy& copy) {
-  if (!can_restore(copy))
-    fail("KV cache: a window copy at offset {} ({} floats) does not fit this cache (offset {}, window {})",
-         copy.offset, copy.k.size(), offset_, window_);
-  if (!is_ring()) return rollback(offset_ - copy.offset);
-  const int64_t begin = std::max<int64_t>(0, copy.offset - window_);
+void KvCache::restore_window(const WindowCopy& copy, int64_t to) {
+  if (!can_restore(copy, to))
+    fail("KV cache: a window copy of positions [{}, {}) cannot take this cache (offset {}, window {}) back to {}",
+         copy.begin, copy.offset, offset_, window_, to);
+  if (!is_ring()) return rollback(offset_ - to);
   const auto row = static_cast<size_t>(row_floats());
   allocate_ring();
-  for (int64_t pos = begin; pos < copy.offset; ++pos) {
-    const auto at = static_cast<size_t>(pos - begin) * row;
+  for (int64_t pos = copy.begin; pos < to; ++pos) {
+    const auto at = static_cast<size_t>(pos - copy.begin) * row;
     std::copy_n(copy.k.data() + at, row, k_slot(pos));
     std::copy_n(copy.v.data() + at, row, v_slot(pos));
   }
-  offset_ = copy.offset;
-  // Only the copied window is known intact: no rollback below it.
-  oldest_ = begin;
+  offset_ = to;
+  // Only the copied positions are known intact: no rollback below their window.
+  oldest_ = copy.begin;
 }
 
 int64_t KvCache::view_begin() const { return is_ring() ? std::max<int64_t>(0, offset_ - window_) : 0; }

@@ -52,21 +52,25 @@ class KvCache {
   int64_t max_rollback() const;
   void reset();
 
-  // A ring's newest min(offset, W) positions, copied: what going back to that offset needs once
-  // the ring has moved on and overwritten them (a multi-turn chat's next prompt diverges where the
-  // previous answer began). Full caches overwrite nothing and need no copy.
+  // A ring's newest positions, copied: what going back to an offset near the copy's needs once
+  // the ring has moved on and overwritten them (a chat's next prompt diverges near the end of the
+  // previous one). Copying W + margin positions (as many as the ring still holds) allows going
+  // back to any offset in [begin + W, offset] (to any offset up to `offset` when begin is 0).
+  // Full caches overwrite nothing and need no copy.
   struct WindowCopy {
-    int64_t offset = 0;
-    std::vector<float> k, v;  // positions [offset - rows, offset), oldest first
+    int64_t begin = 0, offset = 0;
+    std::vector<float> k, v;  // positions [begin, offset), oldest first
+    int64_t earliest(int64_t window) const { return begin == 0 ? 0 : begin + window; }
   };
-  WindowCopy copy_window() const;
-  // Bytes copy_window() holds at `positions` positions (0 for full caches).
-  uint64_t window_copy_bytes(int64_t positions) const;
-  // Goes back to copy.offset (<= offset()): a ring gets the copied rows back, a full cache rolls
-  // back. The positions before copy.offset must hold what they held when the copy was taken.
-  void restore_window(const WindowCopy& copy);
-  // Whether restore_window(copy) would succeed.
-  bool can_restore(const WindowCopy& copy) const;
+  WindowCopy copy_window(int64_t margin) const;
+  // Bytes copy_window(margin) holds at `positions` positions (0 for full caches).
+  uint64_t window_copy_bytes(int64_t positions, int64_t margin) const;
+  // Goes back to offset `to` (<= offset(), within what the copy allows): a ring gets the copied rows
+  // back, a full cache rolls back. The positions before `to` must hold what they held when the copy
+  // was taken.
+  void restore_window(const WindowCopy& copy, int64_t to);
+  // Whether restore_window(copy, to) would succeed.
+  bool can_restore(const WindowCopy& copy, int64_t to) const;
 
   // The drafter's chronological view: positions [view_begin(), offset()), i.e. the newest
   // min(offset, W) keys on ring caches and all keys on full caches.

@@ -71,17 +71,20 @@ uint64_t CacheSnapshot::bytes() const {
   return b;
 }
 
-CacheSnapshot TargetCache::snapshot() const {
+CacheSnapshot TargetCache::snapshot(int64_t margin) const {
   CacheSnapshot s;
   s.offset = offset_;
   s.caches.reserve(caches_.size());
-  for (const KvCache& c : caches_) s.caches.push_back(c.copy_window());
+  for (const KvCache& c : caches_) {
+    s.caches.push_back(c.copy_window(margin));
+    s.earliest = std::max(s.earliest, c.is_ring() ? s.caches.back().earliest(c.window()) : 0);
+  }
   return s;
 }
 
-uint64_t TargetCache::snapshot_bytes(int64_t positions) const {
+uint64_t TargetCache::snapshot_bytes(int64_t positions, int64_t margin) const {
   uint64_t b = 0;
-  for (const KvCache& c : caches_) b += c.window_copy_bytes(positions);
+  for (const KvCache& c : caches_) b += c.window_copy_bytes(positions, margin);
   return b;
 }
 
@@ -89,16 +92,15 @@ bool TargetCache::has_rings() const {
   return std::any_of(caches_.begin(), caches_.end(), [](const KvCache& c) { return c.is_ring(); });
 }
 
-void TargetCache::restore(const CacheSnapshot& snapshot) {
-  if (snapshot.offset > offset_)
-    fail("cannot go back to a snapshot at offset {}: only {} positions are cached", snapshot.offset, offset_);
+void TargetCache::restore(const CacheSnapshot& snapshot, int64_t to) {
   if (snapshot.caches.size() != caches_.size())
     fail("a snapshot of {} caches does not fit a sequence of {}", snapshot.caches.size(), caches_.size());
   for (size_t i = 0; i < caches_.size(); ++i)
-    if (snapshot.caches[i].offset != snapshot.offset || !caches_[i].can_restore(snapshot.caches[i]))
-      fail("a snapshot at offset {} does not fit cache {} of this sequence", snapshot.offset, i);
-  for (size_t i = 0; i < caches_.size(); ++i) caches_[i].restore_window(snapshot.caches[i]);
-  offset_ = snapshot.offset;
+    if (snapshot.caches[i].offset != snapshot.offset || !caches_[i].can_restore(snapshot.caches[i], to))
+      fail("cannot go back to offset {} with a snapshot of offsets [{}, {}] (cache {}, {} positions cached)",
+           to, snapshot.earliest, snapshot.offset, i, offset_);
+  for (size_t i = 0; i < caches_.size(); ++i) caches_[i].restore_window(snapshot.caches[i], to);
+  offset_ = to;
 }
 
 void TargetCache::advance(int64_t count) {

@@ -20,10 +20,12 @@ struct CacheOptions {
   int64_t max_chunk = 512;
 };
 
-// The caches at one offset, kept so that a later sequence sharing its prefix can go back there
-// after the sliding-window rings have moved past it (kv_cache.h WindowCopy).
+// The caches at one offset, kept so that a later sequence sharing a prefix of at least
+// `earliest` positions can go back to min(its prefix, offset) after the sliding-window rings have
+// moved past it (kv_cache.h WindowCopy).
 struct CacheSnapshot {
-  int64_t offset = 0;                     // 0: no snapshot
+  int64_t offset = 0;                       // 0: no snapshot
+  int64_t earliest = 0;                     // the smallest offset it can restore
   std::vector<KvCache::WindowCopy> caches;  // one per donor cache
   uint64_t bytes() const;
 };
@@ -49,14 +51,15 @@ class TargetCache {
   int64_t max_rollback() const;
   void reset();
 
-  CacheSnapshot snapshot() const;
+  // A snapshot that can go back to any offset in the last `margin` positions before offset().
+  CacheSnapshot snapshot(int64_t margin) const;
   // Bytes a snapshot at `positions` positions holds.
-  uint64_t snapshot_bytes(int64_t positions) const;
+  uint64_t snapshot_bytes(int64_t positions, int64_t margin) const;
   // Whether any cache is a ring, i.e. whether a snapshot can reach further back than rollback.
   bool has_rings() const;
-  // Goes back to the snapshot's offset (<= offset()). The positions before it must hold what they
-  // held when it was taken (the caller knows the tokens); the rings get their window back.
-  void restore(const CacheSnapshot& snapshot);
+  // Goes back to offset `to`, in [snapshot.earliest, snapshot.offset] and <= offset(). The positions
+  // before `to` must hold what they held when the snapshot was taken (the caller knows the tokens).
+  void restore(const CacheSnapshot& snapshot, int64_t to);
 
   // Used by the forward pass after it has written `count` positions to every donor cache.
   void advance(int64_t count);
