@@ -125,75 +125,74 @@ inline __m256i chunk_half(const uint8_t* chunk, int h) {
   return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(chunk + 16 * h)));
 }
 
-// One packed block (16 W rows) against R X rows: y[r * ldy + j] for the `valid` lanes j < valid.
-// Per row, group and half, the integer sum of the group is built in one chain of `vpaddd` and
+// One packed block (16 W rows) against R X rows: y[r * ldy + j] for the lanes j < valid.
+// Per group, the block's two halves (W rows 0-7, 8-15) are taken one after the other (the second
+// reads the group's codes from L1), so that the integer sums of R rows and the unpacked codes of
+// one half fit the 16 ymm registers. Per row, group and half, the integer sum is built in one
+// chain of `vpaddd` and
 //   acc = fma(float(isum), scale * s_x, acc);  acc = fma(bias, sum(x), acc)
-// applied in group order: the same operations for every R.
+// applies in group order: the same operations for every R.
 template <int BITS, int GS, int R>
 void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq, int64_t ldq, const float* xscale,
                   const float* xsum, int64_t ldg, float* y, int64_t ldy, int64_t valid) {
   constexpr int kChunks = BITS == 4 ? GS / 4 : GS / 2;  // 32-byte chunks per group
   const int64_t param_bytes = 16 * static_cast<int64_t>(dtype_size(sd));
+  const int64_t half_bytes = param_bytes / 2;
   const __m256i low_nibbles = _mm256_set1_epi16(0x000f);
   __m256 acc[R][2];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
-    __m256i isum[R][2];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) isum[r][0] = isum[r][1] = _mm256_setzero_si256();
-    // One pointer per X row, hidden from the optimizer (as in the AVX-512 kernel: otherwise GCC
-    // hoists every (row, chunk) address out of the group loop and spills them).
-    const int16_t* xr[R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      xr[r] = xq + r * ldq + g * GS;
-      asm("" : "+r"(xr[r]));
-    }
-#pragma GCC unroll 32
-    for (int c = 0; c < kChunks; ++c) {
-      const uint8_t* chunk = p + c * 32;
-      if (c % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(chunk + kAffinePrefetchBytes), _MM_HINT_T0);
-      const __m256i raw0 = chunk_half(chunk, 0), raw1 = chunk_half(chunk, 1);
-      if constexpr (BITS == 4) {
-        const __m256i lo0 = _mm256_and_si256(raw0, low_nibbles), hi0 = _mm256_srli_epi16(raw0, 4);  // k, k+1 | k+2, k+3
-        const __m256i lo1 = _mm256_and_si256(raw1, low_nibbles), hi1 = _mm256_srli_epi16(raw1, 4);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
-          const __m256i x01 = pair(xr[r] + 4 * c), x23 = pair(xr[r] + 4 * c + 2);
-          isum[r][0] = _mm256_add_epi32(
-              isum[r][0], _mm256_add_epi32(_mm256_madd_epi16(lo0, x01), _mm256_madd_epi16(hi0, x23)));
-          isum[r][1] = _mm256_add_epi32(
-              isum[r][1], _mm256_add_epi32(_mm256_madd_epi16(lo1, x01), _mm256_madd_epi16(hi1, x23)));
-        }
-      } else {
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
-          const __m256i x01 = pair(xr[r] + 2 * c);
-          isum[r][0] = _mm256_add_epi32(isum[r][0], _mm256_madd_epi16(raw0, x01));
-          isum[r][1] = _mm256_add_epi32(isum[r][1], _mm256_madd_epi16(raw1, x01));
-        }
-      }
-    }
-    p += kChunks * 32;
-    const int64_t half_bytes = param_bytes / 2;
-    const __m256 scales[2] = {load_params8(p, sd), load_params8(p + half_bytes, sd)};
-    const __m256 biases[2] = {load_params8(p + param_bytes, sd), load_params8(p + param_bytes + half_bytes, sd)};
-    p += 2 * param_bytes;
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const __m256 s = _mm256_set1_ps(xscale[r * ldg + g]);
-      const __m256 sum = _mm256_set1_ps(xsum[r * ldg + g]);
+    const uint8_t* params = p + kChunks * 32;
 #pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        const __m256 d = _mm256_mul_ps(scales[h], s);
-        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][h]), d, acc[r][h]);
-        acc[r][h] = _mm256_fmadd_ps(biases[h], sum, acc[r][h]);
+    for (int h = 0; h < 2; ++h) {
+      // One pointer per X row, hidden from the optimizer per half: otherwise GCC keeps the
+      // broadcast pairs of the first half for the second, spilled to the stack.
+      const int16_t* xr[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        xr[r] = xq + r * ldq + g * GS;
+        asm("" : "+r"(xr[r]));
+      }
+      __m256i isum[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+#pragma GCC unroll 32
+      for (int c = 0; c < kChunks; ++c) {
+        const uint8_t* chunk = p + c * 32;
+        if (h == 0 && c % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(chunk + kAffinePrefetchBytes), _MM_HINT_T0);
+        const __m256i raw = chunk_half(chunk, h);
+        if constexpr (BITS == 4) {
+          const __m256i lo = _mm256_and_si256(raw, low_nibbles);  // inputs k, k+1
+          const __m256i hi = _mm256_srli_epi16(raw, 4);           // inputs k+2, k+3
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) {
+            const __m256i prod = _mm256_add_epi32(_mm256_madd_epi16(lo, pair(xr[r] + 4 * c)),
+                                                  _mm256_madd_epi16(hi, pair(xr[r] + 4 * c + 2)));
+            isum[r] = _mm256_add_epi32(isum[r], prod);
+            asm("" : "+x"(isum[r]));  // one chain as written: GCC's reassociation kept every product live
+          }
+        } else {
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) {
+            isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(raw, pair(xr[r] + 2 * c)));
+            asm("" : "+x"(isum[r]));
+          }
+        }
+      }
+      const __m256 scales = load_params8(params + h * half_bytes, sd);
+      const __m256 biases = load_params8(params + param_bytes + h * half_bytes, sd);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256 d = _mm256_mul_ps(scales, _mm256_set1_ps(xscale[r * ldg + g]));
+        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), d, acc[r][h]);
+        acc[r][h] = _mm256_fmadd_ps(biases, _mm256_set1_ps(xsum[r * ldg + g]), acc[r][h]);
       }
     }
+    p = params + 2 * param_bytes;
   }
   if (valid >= 16) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       _mm256_storeu_ps(y + r * ldy, acc[r][0]);
       _mm256_storeu_ps(y + r * ldy + 8, acc[r][1]);
@@ -202,7 +201,7 @@ void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq,
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid)), lane);
     const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid) - 8), lane);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       _mm256_maskstore_ps(y + r * ldy, m0, acc[r][0]);
       _mm256_maskstore_ps(y + r * ldy + 8, m1, acc[r][1]);
