@@ -43,7 +43,9 @@ struct Case {
   int bits;
   int gs;
   DType sd;
-  std::string name() const { return "q" + std::to_string(bits) + "g" + std::to_string(gs) + "-" + std::string(dtype_name(sd)); }
+  std::string name() const {
+    return "q" + std::to_string(bits) + "g" + std::to_string(gs) + "-" + std::string(dtype_name(sd));
+  }
 };
 
 std::vector<Case> cases() {
@@ -244,7 +246,8 @@ TEST(MatmulFastAvx2, Avx512KernelMatchesTheModel) {
       const std::vector<float> want = model(x, m, wt, p);
       std::vector<float> y(want.size(), NAN);
       matmul(x.data(), m, wt.w, y.data(), two, p);
-      EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0) << c.name() << " " << precision_name(p);
+      EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0)
+          << c.name() << " " << precision_name(p);
     }
   }
 }

@@ -16,13 +16,14 @@ namespace specula {
 // Exact: f32 activations and f32 accumulation (held to 1e-4 against the float64 goldens).
 // Fast: the inner products run on integer or bf16 activations where the CPU has the instructions
 // (int16 activations x quantized weights with AVX-512 VNNI, or with AVX2 `vpmaddwd` to the same
-// bytes; bf16 hi+lo activations x bf16 weights with AVX512-BF16); norms, softmax, RoPE, residuals and the KV cache stay f32. All three modes
-// are batch invariant and deterministic. Quantized matrices are read in the packed layout of
-// kernels/packed_affine.h (WeightMatrix::packed, set once by the models at load; packed per call
-// otherwise, with the same result).
+// bytes; bf16 hi+lo activations x bf16 weights with AVX512-BF16); norms, softmax, RoPE, residuals
+// and the KV cache stay f32. All three modes are batch invariant and deterministic. Quantized
+// matrices are read in the packed layout of kernels/packed_affine.h (WeightMatrix::packed, set
+// once by the models at load; packed per call otherwise, with the same result).
 // Int8: as Fast, with the affine 4/8-bit matrices' activations quantized to int8 per group
 // (`vpdpbusd`: twice the multiply-adds per instruction of the int16 path, so verifies of several
-// rows cost less), at the price of 130-370x the int16 path's logit error on the golden models
+// rows cost less; on AVX2 the int16 kernel runs the int8 codes, the same bytes at Fast's speed),
+// at the price of 130-370x the int16 path's logit error on the golden models
 // (0.35-0.62 relative, against the 3e-2 bar Fast holds; docs/performance.md). BF16 matrices run as
 // in Fast.
 enum class Precision { Exact, Fast, Int8 };

@@ -160,7 +160,9 @@ void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq,
 #pragma GCC unroll 32
       for (int c = 0; c < kChunks; ++c) {
         const uint8_t* chunk = p + c * 32;
-        if (h == 0 && c % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(chunk + kAffinePrefetchBytes), _MM_HINT_T0);
+        if (h == 0 && c % 2 == 0) {  // once per 64-byte line
+          _mm_prefetch(reinterpret_cast<const char*>(chunk + kAffinePrefetchBytes), _MM_HINT_T0);
+        }
         const __m256i raw = chunk_half(chunk, h);
         if constexpr (BITS == 4) {
           const __m256i lo = _mm256_and_si256(raw, low_nibbles);  // inputs k, k+1
