@@ -195,10 +195,14 @@ TEST(MatmulFastAvx2, DispatchAndNames) {
   EXPECT_FALSE(fast_matmul_supported(q3.w));
   EXPECT_FALSE(fast_matmul_supported(bf16.w));
   EXPECT_STREQ(fast_kernel_name(q4.w, Precision::Fast), "avx2 int16");
-  EXPECT_STREQ(fast_kernel_name(q4.w, Precision::Int8), "avx2 int16 (int8 levels)");
+  EXPECT_STREQ(fast_kernel_name(q4.w, Precision::Int8), "avx2 int8");
+  const auto q8 = weights({8, 32, DType::F16}, 16, 128, rng);
+  EXPECT_STREQ(fast_kernel_name(q8.w, Precision::Int8), "avx2 int16 (int8 levels)");
   EXPECT_EQ(fast_kernel_name(q4.w, Precision::Exact), nullptr);
   EXPECT_EQ(fast_kernel_name(bf16.w, Precision::Fast), nullptr);
   EXPECT_EQ(fast_kernels_summary(Precision::Fast), "fast: avx2 int16 for 4/8-bit, fast→exact fallback for bf16");
+  EXPECT_EQ(fast_kernels_summary(Precision::Int8),
+            "int8: avx2 int8 for 4-bit, avx2 int16 (int8 levels) for 8-bit, fast→exact fallback for bf16");
   EXPECT_EQ(fast_kernels_summary(Precision::Exact), "");
   set_active_isa(Isa::Scalar);
   EXPECT_FALSE(fast_matmul_supported(q4.w));
@@ -291,21 +295,23 @@ TEST(MatmulFastAvx2, RowsAreBitwiseBatchAndThreadInvariant) {
   }
 }
 
-// A prefill-sized call whose rows do not fit one L2 pass (K = 8192: 32 rows a pass) gives every
-// row the bytes of M = 1.
+// A prefill-sized call whose rows do not fit one L2 pass (K = 8192: 32 rows a pass of int16
+// activations, 64 of int8 ones) gives every row the bytes of M = 1.
 TEST(MatmulFastAvx2, PrefillPassesEqualDecodeRows) {
   IsaGuard guard;
   if (!use_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
   ThreadPool two(2);
   std::mt19937 rng(9);
-  const int64_t n = 20, k = 8192, m = 41;
+  const int64_t n = 20, k = 8192, m = 70;
   const auto wt = weights({4, 64, DType::BF16}, n, k, rng);
   const std::vector<float> x = random_x(m, k, rng);
-  std::vector<float> all(m * n), one_row(n);
-  matmul(x.data(), m, wt.w, all.data(), two, Precision::Fast);
-  for (int64_t i = 0; i < m; ++i) {
-    matmul(x.data() + i * k, 1, wt.w, one_row.data(), two, Precision::Fast);
-    ASSERT_EQ(0, std::memcmp(one_row.data(), &all[i * n], n * sizeof(float))) << "row " << i;
+  for (const Precision p : kLow) {
+    std::vector<float> all(m * n), one_row(n);
+    matmul(x.data(), m, wt.w, all.data(), two, p);
+    for (int64_t i = 0; i < m; ++i) {
+      matmul(x.data() + i * k, 1, wt.w, one_row.data(), two, p);
+      ASSERT_EQ(0, std::memcmp(one_row.data(), &all[i * n], n * sizeof(float))) << precision_name(p) << " row " << i;
+    }
   }
 }
 

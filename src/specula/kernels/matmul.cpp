@@ -106,7 +106,8 @@ void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, 
   } else {
     job.groups = w.groups_per_row();
     job.group_bytes = packed_group_bytes(w);
-    if (int8 && !avx2) {
+    // AVX2 keeps int8 codes in int16 words for 8-bit weights (see matmul_fast_avx2.cpp).
+    if (int8 && (!avx2 || w.bits == 4)) {
       xq8.resize(static_cast<size_t>(m * w.cols));
       job.xq8 = xq8.data();
     } else {
@@ -153,7 +154,9 @@ const char* fast_kernel_name(const WeightMatrix& w, Precision precision) {
   const bool int8 = precision == Precision::Int8;
   switch (fast_kernel(w)) {
     case FastKernel::Avx512Vnni: return int8 ? "avx512 vnni int8" : "avx512 vnni";
-    case FastKernel::Avx2Int16: return int8 ? "avx2 int16 (int8 levels)" : "avx2 int16";
+    case FastKernel::Avx2Int16:
+      if (!int8) return "avx2 int16";
+      return w.bits == 4 ? "avx2 int8" : "avx2 int16 (int8 levels)";
     case FastKernel::Avx512Bf16: return "avx512 bf16";
     case FastKernel::None: break;
   }
@@ -162,19 +165,17 @@ const char* fast_kernel_name(const WeightMatrix& w, Precision precision) {
 
 std::string fast_kernels_summary(Precision precision) {
   if (!is_low_precision(precision)) return {};
-  WeightMatrix affine;
-  affine.format = WeightFormat::Affine;
-  affine.bits = 4;
-  WeightMatrix bf16;
-  bf16.format = WeightFormat::BF16;
-  const char* a = fast_kernel_name(affine, precision);
-  const char* b = fast_kernel_name(bf16, precision);
+  auto name = [&](WeightFormat format, int bits) {
+    WeightMatrix w;
+    w.format = format;
+    w.bits = bits;
+    const char* n = fast_kernel_name(w, precision);
+    return n != nullptr ? std::string(n) : std::string("fast→exact fallback");
+  };
+  const std::string q4 = name(WeightFormat::Affine, 4), q8 = name(WeightFormat::Affine, 8);
   std::string s = std::string(precision_name(precision)) + ": ";
-  s += a != nullptr ? std::string(a) : std::string("fast→exact fallback");
-  s += " for 4/8-bit, ";
-  s += b != nullptr ? std::string(b) : std::string("fast→exact fallback");
-  s += " for bf16";
-  return s;
+  s += q4 == q8 ? q4 + " for 4/8-bit, " : q4 + " for 4-bit, " + q8 + " for 8-bit, ";
+  return s + name(WeightFormat::BF16, 0) + " for bf16";
 }
 
 void matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,

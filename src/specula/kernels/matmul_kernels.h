@@ -48,7 +48,7 @@ struct FastJob {
   int64_t groups = 0;                // quantization groups per W row
   int16_t* xq = nullptr;             // [m, cols]: activations, natural order
   int8_t* xq8 = nullptr;             // [m, cols]: int8 activations instead (Precision::Int8)
-  bool xq_int8_levels = false;       // AVX2, Precision::Int8: xq holds the int8 codes as int16
+  bool xq_int8_levels = false;       // AVX2, Int8, 8-bit W: xq holds the int8 codes as int16
   float* x_group_scales = nullptr;   // [m, groups]: x ~ scale * xq per group
   float* x_group_sums = nullptr;     // [m, groups]: exact f32 sums of X per group
   // BF16: X split into two bf16 terms, x ~ hi + lo (hi = bf16(x), lo = bf16(x - hi)).
@@ -86,8 +86,7 @@ void matmul_fast_avx512_prepare(const FastJob& job, int64_t r0, int64_t r1);
 void matmul_fast_avx512_blocks(const FastJob& job, int64_t b0, int64_t b1);
 // BF16: W rows [n0, n1) for all X rows.
 void matmul_fast_avx512_rows(const FastJob& job, int64_t n0, int64_t n1);
-// AVX2 (matmul_fast_avx2.cpp): affine 4/8-bit only, X always in job.xq; the AVX-512 VNNI
-// kernel's bytes.
+// AVX2 (matmul_fast_avx2.cpp): affine 4/8-bit only; the AVX-512 VNNI kernel's bytes.
 void matmul_fast_avx2_prepare(const FastJob& job, int64_t r0, int64_t r1);
 void matmul_fast_avx2_blocks(const FastJob& job, int64_t b0, int64_t b1);
 #endif
