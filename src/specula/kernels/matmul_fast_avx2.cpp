@@ -9,16 +9,17 @@
 //  * X preparation: per group, the lane-wise running max of |x| and sum of x over the 16-float
 //    steps, then GCC's _mm512_reduce_max_ps / _mm512_reduce_add_ps trees written out on the two
 //    halves (upper op lower, then 128-bit halves, then the {2,3,0,1} and {1,0,1,0} shuffles, same
-//    operand order); the same scalar 1 / max, the same round-to-nearest-even conversion
-//    (`vcvtps2dq`), the same saturation to int16 (`vpackssdw`; int8 levels: then clamped to
-//    [-128, 127], as `vpmovsdb` saturates).
+//    operand order); the same scalar levels / max, the same round-to-nearest-even conversion
+//    (`vcvtps2dq`), the same saturation to int16 (`vpackssdw`, as `vpmovsdw`; int8 levels: then
+//    `vpacksswb` or a clamp to [-128, 127], as `vpmovsdb`).
 //  * Integer products: a 32-byte chunk of codes is widened to 16-bit words half by half and
 //    `vpmaddwd` multiplies them with a broadcast pair of activations; `vpaddd` sums them. Integer
 //    sums are exact (|sum| < 2^31 for every group size: 128 inputs x 255 x 32768), so a group's
 //    int32 total per W row equals the one `vpdpwssd` (int16) or `vpdpbusd` (int8) builds, whatever
 //    the order.
 //  * Per group and X row: d = scales * s_x; acc = fma(float(total), d, acc);
-//    acc = fma(biases, sum(x), acc) — the AVX-512 kernel's ops, lane by lane.
+//    acc = fma(biases, sum(x), acc) — the AVX-512 kernel's ops, lane by lane. No product here
+//    feeds an addition, so FP contraction cannot fuse anything differently in either file.
 // Precision::Int8 quantizes X to the int8 levels (127). With 4-bit codes, `vpmaddubsw` multiplies
 // 4 codes (unsigned bytes) with 4 int8 activations per lane and W row: each int16 pair sum is at
 // most 2 x 15 x 128 = 3840 in magnitude, so it never saturates and 8 of them add up in int16
