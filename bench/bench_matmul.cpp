@@ -121,8 +121,9 @@ void BM_QuantMatmul(benchmark::State& state) {
   }
   const double bytes = static_cast<double>(wc.copies[0].bytes());
   state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  const bool fast = is_low_precision(precision) && fast_matmul_supported(wc.copies[0]);
-  state.SetLabel(std::string(isa_name(active_isa())) + " " + (fast ? precision_name(precision) : "exact"));
+  const char* kernel = fast_kernel_name(wc.copies[0], precision);  // nullptr: the exact kernel ran
+  state.SetLabel(std::string(isa_name(active_isa())) + " " + precision_name(precision) + " (" +
+                 (kernel != nullptr ? kernel : "exact kernel") + ")");
 }
 
 // E4B (hidden 2560, MLP 10240, 8 q heads and 2 kv heads of 256, tied 262144-row LM head).

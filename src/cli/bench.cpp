@@ -21,6 +21,7 @@
 #include "specula/bench/concurrency_bench.h"
 #include "specula/bench/synthetic_models.h"
 #include "specula/kernels/isa.h"
+#include "specula/kernels/matmul.h"
 #include "specula/model/packed_cache.h"
 #include "specula/util/cpu_info.h"
 #include "specula/util/error.h"
@@ -138,7 +139,8 @@ void run_bench(const BenchArgs& a) {
   bench::SuiteReport report;
   report.options = o;
   report.cpu_model = cpu_model_name();
-  report.kernels = isa_name(active_isa());
+  report.kernels = std::string(isa_name(active_isa()));
+  if (const std::string fast = fast_kernels_summary(o.precision); !fast.empty()) report.kernels += " (" + fast + ")";
   report.hardware_threads = static_cast<int>(std::thread::hardware_concurrency());
   for (const bench::ModelToBench& m : models) report.models.push_back(bench::bench_model(m, o, log_line));
   // Last, so that its buffer does not count in the models' peak RSS.

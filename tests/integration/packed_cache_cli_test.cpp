@@ -27,7 +27,7 @@ using specula::test::run_shell;
 
 // Whether this CPU runs 4-bit matrices with the fast kernels (then fast precision packs them).
 bool packs_4bit() {
-  return specula::active_isa() == specula::Isa::Avx512 && specula::cpu_features().avx512vnni;
+  return specula::active_isa() >= specula::Isa::Avx2;
 }
 
 size_t count_cache_files(const fs::path& dir) {

@@ -122,14 +122,18 @@ TEST(MatmulFast, SupportFollowsFormatAndCpu) {
                            Spec{WeightFormat::Affine, 3, 64, DType::BF16}, Spec{WeightFormat::BF16, 0, 0, DType::BF16},
                            Spec{WeightFormat::F16, 0, 0, DType::F16}, Spec{WeightFormat::F32, 0, 0, DType::F32}}) {
     const Weights wt = make_weights(spec, 4, 128, rng);
+    // Affine 4/8-bit: the VNNI kernel or, under the AVX2 kernel set (and without VNNI), the AVX2
+    // kernel with the same bytes; bf16: only with AVX-512 BF16.
+    const bool affine48 = spec.format == WeightFormat::Affine && (spec.bits == 4 || spec.bits == 8);
     set_active_isa(detected_isa());
-    bool want = false;
-    if (detected_isa() == Isa::Avx512) {
-      if (spec.format == WeightFormat::Affine) want = f.avx512vnni && (spec.bits == 4 || spec.bits == 8);
-      if (spec.format == WeightFormat::BF16) want = f.avx512bf16;
-    }
+    bool want = affine48 && detected_isa() >= Isa::Avx2;
+    if (detected_isa() == Isa::Avx512 && spec.format == WeightFormat::BF16) want = f.avx512bf16;
     EXPECT_EQ(fast_matmul_supported(wt.w), want) << spec.name();
-    set_active_isa(Isa::Avx2);
+    if (detected_isa() >= Isa::Avx2) {
+      set_active_isa(Isa::Avx2);
+      EXPECT_EQ(fast_matmul_supported(wt.w), affine48) << spec.name();
+    }
+    set_active_isa(Isa::Scalar);
     EXPECT_FALSE(fast_matmul_supported(wt.w)) << spec.name();
   }
   EXPECT_EQ(parse_precision("fast"), Precision::Fast);

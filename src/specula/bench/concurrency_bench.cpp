@@ -190,7 +190,8 @@ ConcurrencyReport bench_concurrency(const std::string& model_dir, const std::str
   report.model_dir = model_dir;
   report.drafter_dir = drafter_dir;
   report.cpu_model = cpu_model_name();
-  report.kernels = isa_name(active_isa());
+  report.kernels = std::string(isa_name(active_isa()));
+  if (const std::string fast = fast_kernels_summary(o.precision); !fast.empty()) report.kernels += " (" + fast + ")";
 
   GammaChoice gamma = parse_gamma_choice(o.gamma);
   const int64_t max_gamma = gamma.automatic ? gamma.max_gamma : gamma.fixed;

@@ -59,19 +59,38 @@ void validate(int64_t m, int64_t ldx, const WeightMatrix& w, int64_t ldy) {
   }
 }
 
+// Which fast kernel runs w with the active kernel set on this CPU.
+enum class FastKernel { None, Avx512Vnni, Avx2Int16, Avx512Bf16 };
+
+FastKernel fast_kernel(const WeightMatrix& w) {
 #if defined(SPECULA_X86)
-// Fast precision (kernels in matmul_fast_avx512.cpp): quantize or round X once per call, then the
-// W rows (affine: packed blocks of 16) split over the threads as in the exact kernels. An affine
-// matrix without a packed copy is packed here per call: the same bytes as a pre-packed one, only
-// slower (models pack theirs once at load; see kernels/packed_affine.h).
+  const Isa isa = active_isa();
+  const CpuFeatures& f = cpu_features();
+  if (w.format == WeightFormat::Affine && (w.bits == 4 || w.bits == 8)) {
+    if (isa == Isa::Avx512 && f.avx512vnni) return FastKernel::Avx512Vnni;
+    if (isa >= Isa::Avx2) return FastKernel::Avx2Int16;  // the same bytes, more instructions
+  }
+  if (w.format == WeightFormat::BF16 && isa == Isa::Avx512 && f.avx512bf16) return FastKernel::Avx512Bf16;
+#else
+  (void)w;
+#endif
+  return FastKernel::None;
+}
+
+#if defined(SPECULA_X86)
+// Fast precision (kernels in matmul_fast_avx512.cpp and matmul_fast_avx2.cpp): quantize or round X
+// once per call, then the W rows (affine: packed blocks of 16) split over the threads as in the
+// exact kernels. An affine matrix without a packed copy is packed here per call: the same bytes as
+// a pre-packed one, only slower (models pack theirs once at load; see kernels/packed_affine.h).
 void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
-                 ThreadPool& pool, bool int8) {
+                 ThreadPool& pool, bool int8, FastKernel kernel) {
   // Scratch lives in the calling thread and is reused across calls (decode issues many).
   thread_local std::vector<int16_t> xq;
   thread_local std::vector<int8_t> xq8;
   thread_local std::vector<float> group_scales, group_sums;
   thread_local std::vector<uint16_t> xb;
   thread_local std::vector<uint8_t> packed;
+  const bool avx2 = kernel == FastKernel::Avx2Int16;
   detail::FastJob job;
   job.x = x;
   job.m = m;
@@ -87,12 +106,14 @@ void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, 
   } else {
     job.groups = w.groups_per_row();
     job.group_bytes = packed_group_bytes(w);
-    if (int8) {
+    // AVX2 keeps int8 codes in int16 words for 8-bit weights (see matmul_fast_avx2.cpp).
+    if (int8 && (!avx2 || w.bits == 4)) {
       xq8.resize(static_cast<size_t>(m * w.cols));
       job.xq8 = xq8.data();
     } else {
       xq.resize(static_cast<size_t>(m * w.cols));
       job.xq = xq.data();
+      job.xq_int8_levels = int8;
     }
     group_scales.resize(static_cast<size_t>(m * job.groups));
     group_sums.resize(static_cast<size_t>(m * job.groups));
@@ -106,35 +127,55 @@ void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, 
       job.packed = out;
     }
   }
+  const auto prepare = avx2 ? detail::matmul_fast_avx2_prepare : detail::matmul_fast_avx512_prepare;
   // Each X row is prepared on its own, so splitting the rows over threads changes no byte; a
   // handful of decode rows is not worth the cross-core handoff.
   if (m >= detail::kMatmulRowBlock && pool.size() > 1) {
-    pool.parallel_for(m, 1, [&](int, int64_t r0, int64_t r1) { detail::matmul_fast_avx512_prepare(job, r0, r1); });
+    pool.parallel_for(m, 1, [&](int, int64_t r0, int64_t r1) { prepare(job, r0, r1); });
   } else {
-    detail::matmul_fast_avx512_prepare(job, 0, m);
+    prepare(job, 0, m);
   }
   if (w.format == WeightFormat::BF16) {
     pool.parallel_for_balanced(w.rows, detail::kMatmulGrain,
                                [&](int, int64_t n0, int64_t n1) { detail::matmul_fast_avx512_rows(job, n0, n1); });
   } else {
-    pool.parallel_for_balanced(blocks, 1,
-                               [&](int, int64_t b0, int64_t b1) { detail::matmul_fast_avx512_blocks(job, b0, b1); });
+    const auto blocks_fn = avx2 ? detail::matmul_fast_avx2_blocks : detail::matmul_fast_avx512_blocks;
+    pool.parallel_for_balanced(blocks, 1, [&](int, int64_t b0, int64_t b1) { blocks_fn(job, b0, b1); });
   }
 }
 #endif
 
 }  // namespace
 
-bool fast_matmul_supported(const WeightMatrix& w) {
-#if defined(SPECULA_X86)
-  if (active_isa() != Isa::Avx512) return false;
-  const CpuFeatures& f = cpu_features();
-  if (w.format == WeightFormat::Affine) return f.avx512vnni && (w.bits == 4 || w.bits == 8);
-  if (w.format == WeightFormat::BF16) return f.avx512bf16;
-#else
-  (void)w;
-#endif
-  return false;
+bool fast_matmul_supported(const WeightMatrix& w) { return fast_kernel(w) != FastKernel::None; }
+
+const char* fast_kernel_name(const WeightMatrix& w, Precision precision) {
+  if (!is_low_precision(precision)) return nullptr;
+  const bool int8 = precision == Precision::Int8;
+  switch (fast_kernel(w)) {
+    case FastKernel::Avx512Vnni: return int8 ? "avx512 vnni int8" : "avx512 vnni";
+    case FastKernel::Avx2Int16:
+      if (!int8) return "avx2 int16";
+      return w.bits == 4 ? "avx2 int8" : "avx2 int16 (int8 levels)";
+    case FastKernel::Avx512Bf16: return "avx512 bf16";
+    case FastKernel::None: break;
+  }
+  return nullptr;
+}
+
+std::string fast_kernels_summary(Precision precision) {
+  if (!is_low_precision(precision)) return {};
+  auto name = [&](WeightFormat format, int bits) {
+    WeightMatrix w;
+    w.format = format;
+    w.bits = bits;
+    const char* n = fast_kernel_name(w, precision);
+    return n != nullptr ? std::string(n) : std::string("fast→exact fallback");
+  };
+  const std::string q4 = name(WeightFormat::Affine, 4), q8 = name(WeightFormat::Affine, 8);
+  std::string s = std::string(precision_name(precision)) + ": ";
+  s += q4 == q8 ? q4 + " for 4/8-bit, " : q4 + " for 4-bit, " + q8 + " for 8-bit, ";
+  return s + name(WeightFormat::BF16, 0) + " for bf16";
 }
 
 void matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
@@ -147,9 +188,11 @@ void matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float
   }
   const Isa isa = active_isa();
 #if defined(SPECULA_X86)
-  if (is_low_precision(precision) && fast_matmul_supported(w)) {
-    matmul_fast(x, m, ldx, w, y, ldy, pool, precision == Precision::Int8);
-    return;
+  if (is_low_precision(precision)) {
+    if (const FastKernel kernel = fast_kernel(w); kernel != FastKernel::None) {
+      matmul_fast(x, m, ldx, w, y, ldy, pool, precision == Precision::Int8, kernel);
+      return;
+    }
   }
   if (isa == Isa::Avx512 || isa == Isa::Avx2) {
     // Scratch lives in the calling thread and is reused across calls (decode issues many).

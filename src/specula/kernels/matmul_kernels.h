@@ -33,7 +33,7 @@ struct MatmulJob {
   int64_t ldxk = 0;
 };
 
-// Fast precision (matmul_fast_avx512.cpp): one call as its kernels see it. Scratch is allocated by
+// Fast precision (matmul_fast_avx512.cpp, matmul_fast_avx2.cpp): one call as its kernels see it. Scratch is allocated by
 // the dispatcher; prepare(job, r0, r1) fills it for X rows [r0, r1) (each row on its own, so any
 // split of the rows gives the same bytes); blocks()/rows() compute the outputs.
 struct FastJob {
@@ -48,6 +48,7 @@ struct FastJob {
   int64_t groups = 0;                // quantization groups per W row
   int16_t* xq = nullptr;             // [m, cols]: activations, natural order
   int8_t* xq8 = nullptr;             // [m, cols]: int8 activations instead (Precision::Int8)
+  bool xq_int8_levels = false;       // AVX2, Int8, 8-bit W: xq holds the int8 codes as int16
   float* x_group_scales = nullptr;   // [m, groups]: x ~ scale * xq per group
   float* x_group_sums = nullptr;     // [m, groups]: exact f32 sums of X per group
   // BF16: X split into two bf16 terms, x ~ hi + lo (hi = bf16(x), lo = bf16(x - hi)).
@@ -85,6 +86,9 @@ void matmul_fast_avx512_prepare(const FastJob& job, int64_t r0, int64_t r1);
 void matmul_fast_avx512_blocks(const FastJob& job, int64_t b0, int64_t b1);
 // BF16: W rows [n0, n1) for all X rows.
 void matmul_fast_avx512_rows(const FastJob& job, int64_t n0, int64_t n1);
+// AVX2 (matmul_fast_avx2.cpp): affine 4/8-bit only; the AVX-512 VNNI kernel's bytes.
+void matmul_fast_avx2_prepare(const FastJob& job, int64_t r0, int64_t r1);
+void matmul_fast_avx2_blocks(const FastJob& job, int64_t b0, int64_t b1);
 #endif
 
 }  // namespace specula::detail

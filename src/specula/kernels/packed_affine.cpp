@@ -15,8 +15,10 @@ namespace specula {
 
 #if defined(SPECULA_X86)
 namespace detail {
-// packed_affine_avx512.cpp: whole blocks of 16 rows, the same bytes as the code below.
+// packed_affine_avx512.cpp and packed_affine_avx2.cpp: whole blocks of 16 rows, the same bytes
+// as the code below.
 void pack_affine_full_blocks_avx512(const WeightMatrix& w, int64_t block_begin, int64_t block_end, uint8_t* out);
+void pack_affine_full_blocks_avx2(const WeightMatrix& w, int64_t block_begin, int64_t block_end, uint8_t* out);
 }  // namespace detail
 #endif
 
@@ -95,10 +97,11 @@ void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t bloc
   const auto* biases = static_cast<const uint8_t*>(w.biases);
   const int64_t row_bytes = w.row_bytes();
 #if defined(SPECULA_X86)
-  if (active_isa() == Isa::Avx512) {
+  if (const Isa isa = active_isa(); isa != Isa::Scalar) {
     const int64_t full_end = std::min(block_end, w.rows / kPackedRows);
     if (full_end > block_begin) {
-      detail::pack_affine_full_blocks_avx512(w, block_begin, full_end, out);
+      (isa == Isa::Avx512 ? detail::pack_affine_full_blocks_avx512 : detail::pack_affine_full_blocks_avx2)(
+          w, block_begin, full_end, out);
       block_begin = full_end;
     }
   }
