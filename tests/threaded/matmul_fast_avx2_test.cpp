@@ -18,19 +18,13 @@
 #include "specula/kernels/packed_affine.h"
 #include "specula/kernels/quant.h"
 #include "specula/util/half.h"
+#include "isa_guard.h"
 #include "random_weights.h"
 
 namespace specula {
 namespace {
 
-class IsaGuard {
- public:
-  IsaGuard() : saved_(active_isa()) {}
-  ~IsaGuard() { set_active_isa(saved_); }
-
- private:
-  Isa saved_;
-};
+using test::IsaGuard;
 
 // Runs the AVX2 fast kernel (skips where the CPU has no AVX2).
 bool use_avx2() {

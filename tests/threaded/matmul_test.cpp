@@ -16,20 +16,13 @@
 #include "specula/kernels/quant.h"
 #include "specula/util/error.h"
 #include "specula/util/half.h"
+#include "isa_guard.h"
 #include "random_weights.h"
 
 namespace specula {
 namespace {
 
-// Restores the active kernel set when a test ends.
-class IsaGuard {
- public:
-  IsaGuard() : saved_(active_isa()) {}
-  ~IsaGuard() { set_active_isa(saved_); }
-
- private:
-  Isa saved_;
-};
+using test::IsaGuard;
 
 std::vector<Isa> available_isas() {
   std::vector<Isa> out;

@@ -26,7 +26,7 @@
 // (<= 30720) before `vpmaddwd` by ones widens them to int32: exact, so the bytes of the AVX-512
 // int8 kernel. 8-bit codes would saturate `vpmaddubsw` (2 x 255 x 128); they keep the int8 codes in
 // int16 words and run the int16 kernel (the same bytes, at fast mode's speed).
-// tests/unit/matmul_fast_avx2_test.cpp holds both kernels to a scalar model of these operations.
+// tests/threaded/matmul_fast_avx2_test.cpp holds both kernels to a scalar model of these operations.
 //
 // Batch invariance: templated on the number R of X rows handled together; every row keeps its own
 // accumulators, updated by the same ops in the same order for every R, and X is prepared row by
