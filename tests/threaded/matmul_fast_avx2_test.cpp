@@ -146,7 +146,7 @@ std::vector<float> model(const std::vector<float>& x, int64_t m, const test::Ran
 }
 
 // The exact product in float64 (weights dequantized exactly), and per element the scale of the
-// kernels' f32 rounding error: the sum over k of |x| (|q s| + |b|), as tests/unit/matmul_fast_test.cpp.
+// kernels' f32 rounding error: the sum over k of |x| (|q s| + |b|), as tests/threaded/matmul_fast_test.cpp.
 std::vector<double> exact(const std::vector<float>& x, int64_t m, const test::RandomWeights& wt,
                           std::vector<double>* magnitude) {
   const WeightMatrix& w = wt.w;
