@@ -80,6 +80,17 @@ std::vector<int32_t> alone(const TargetModel& model, const Drafter* drafter, con
       .tokens;
 }
 
+// A greedy generation with the drafter at gamma 2 that runs to max_tokens.
+Case drafted_case(std::vector<int32_t> prompt, int64_t max_tokens) {
+  Case c;
+  c.prompt = std::move(prompt);
+  c.options.max_tokens = max_tokens;
+  c.options.ignore_eos = true;
+  c.options.gamma.fixed = 2;
+  c.drafter = true;
+  return c;
+}
+
 class SchedulerConcurrency : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SchedulerConcurrency, EveryGenerationGetsItsAloneTokens) {
@@ -158,12 +169,7 @@ TEST_P(SchedulerConcurrency, ASlotsPromptCacheIsReusedAndChangesNoToken) {
   SchedulerOptions so;
   so.slots = 2;
   Scheduler scheduler(*model, pool, so);
-  Case c;
-  c.prompt = repeated(base, 24);
-  c.options.max_tokens = 8;
-  c.options.ignore_eos = true;
-  c.options.gamma.fixed = 2;
-  c.drafter = true;
+  const Case c = drafted_case(repeated(base, 24), 8);
   const std::vector<int32_t> first = alone(*model, drafter.get(), c);
   ScheduledGeneration g{c.prompt, c.options, drafter.get()};
   int64_t cached = -1;
@@ -198,12 +204,8 @@ TEST_P(SchedulerConcurrency, AChatTurnAfterALongAnswerReusesTheWholePreviousProm
   SchedulerOptions so;
   so.slots = 1;
   Scheduler scheduler(*model, pool, so);
-  Case c;
-  c.prompt = repeated(base, 20);
-  c.options.max_tokens = 48;  // more than the rings' spare positions (rollback reserve, chunk - 1)
-  c.options.ignore_eos = true;
-  c.options.gamma.fixed = 2;
-  c.drafter = true;
+  // More tokens than the rings' spare positions (rollback reserve, chunk - 1).
+  const Case c = drafted_case(repeated(base, 20), 48);
   ScheduledGeneration g{c.prompt, c.options, drafter.get()};
   int64_t cached = -1;
   const std::vector<int32_t> first = scheduler.run(g, &cached).tokens;

@@ -67,7 +67,6 @@ struct Scheduler::Job {
   std::unique_ptr<SpeculativeSession> session;
   Slot* slot = nullptr;
   int64_t keep = 0;
-  bool snapshot_prompt_end = false;  // take the slot's prompt_end once the prompt is prefilled
   std::exception_ptr error;
   ScheduledOutcome outcome;
   uint64_t kv_reserved = 0;          // bytes counted against the KV budget while it runs
@@ -282,7 +281,6 @@ void Scheduler::start(Job& job, Slot& slot) {
     slot.tokens.clear();  // unknown until the generation has finished
     slot.cached = 0;
     slot.prompt_end = {};  // this prompt's own end is where the next one may diverge
-    job.snapshot_prompt_end = takes_prompt_end_snapshot(job, slot);
     job.generation.options.continue_cache = job.keep > 0;
     job.session = std::make_unique<SpeculativeSession>(model_, slot.cache, job.generation.drafter, prompt,
                                                        job.generation.options);
@@ -318,7 +316,7 @@ void Scheduler::step(std::vector<Job*>& active) {
     try {
       j->session->complete_step(outs[i], cost);
       const TargetCache& cache = j->slot->cache;
-      if (plan.prefill[i] && !j->session->prefilling() && j->snapshot_prompt_end &&
+      if (plan.prefill[i] && !j->session->prefilling() && takes_prompt_end_snapshot(*j, *j->slot) &&
           cache.offset() == static_cast<int64_t>(j->generation.prompt.size()))
         j->slot->prompt_end = cache.snapshot(kSnapshotMargin);
     } catch (...) {
