@@ -105,7 +105,9 @@ void BM_QuantMatmul(benchmark::State& state) {
   const int64_t k = state.range(0), n = state.range(1), m = state.range(2);
   const int bits = static_cast<int>(state.range(3));
   const int threads = static_cast<int>(state.range(4));
-  const Precision precision = state.range(5) == 2 ? Precision::Int8 : state.range(5) == 1 ? Precision::Fast : Precision::Exact;
+  const Precision precision = state.range(5) == 2   ? Precision::Int8
+                              : state.range(5) == 1 ? Precision::Fast
+                                                    : Precision::Exact;
   const WeightCopies& wc = weight_copies(n, k, bits);
   ThreadPool& pool = pool_of(threads);
   std::vector<float> x(m * k), y(m * n);

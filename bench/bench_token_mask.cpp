@@ -44,8 +44,8 @@ std::shared_ptr<const grammar::TokenTrie> trie() {
 }
 
 std::shared_ptr<const grammar::Grammar> schema_grammar() {
-  static const auto g = std::make_shared<const grammar::Grammar>(grammar::grammar_from_json_schema(
-      nlohmann::ordered_json::parse(R"({"type": "object", "properties": {
+  static const auto g = std::make_shared<const grammar::Grammar>(
+      grammar::grammar_from_json_schema(nlohmann::ordered_json::parse(R"({"type": "object", "properties": {
         "name": {"type": "string"}, "city": {"type": "string"},
         "tags": {"type": "array", "items": {"type": "string", "enum": ["red", "green", "blue"]}},
         "age": {"type": "integer", "minimum": 0, "maximum": 150},

@@ -1,6 +1,4 @@
 // libFuzzer wrapper; the entry function lives in targets/gguf.cpp (shared with the regression test).
 #include "fuzz_entries.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  return specula::fuzz::fuzz_gguf(data, size);
-}
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { return specula::fuzz::fuzz_gguf(data, size); }

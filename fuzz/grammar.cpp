@@ -1,4 +1,6 @@
 // libFuzzer wrapper; the entry function lives in targets/grammar.cpp (shared with the regression test).
 #include "fuzz_entries.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { return specula::fuzz::fuzz_grammar(data, size); }
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return specula::fuzz::fuzz_grammar(data, size);
+}

@@ -21,9 +21,10 @@ int fuzz_chat_template(const uint8_t* data, size_t size) {
     vars = nlohmann::ordered_json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
     if (vars.is_discarded() || !vars.is_object()) vars = nlohmann::ordered_json::object();
   }
-  nlohmann::ordered_json messages = nlohmann::ordered_json::array(
-      {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}},
-       {{"role", "assistant"}, {"content", "Hello!"}}, {{"role", "user"}, {"content", "2+2?"}}});
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array({{{"role", "system"}, {"content", "Be brief."}},
+                                                                   {{"role", "user"}, {"content", "Hi"}},
+                                                                   {{"role", "assistant"}, {"content", "Hello!"}},
+                                                                   {{"role", "user"}, {"content", "2+2?"}}});
   nlohmann::ordered_json tools = nullptr;
   bool add_generation_prompt = true;
   if (vars.contains("messages")) messages = vars["messages"];

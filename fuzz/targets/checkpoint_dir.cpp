@@ -162,8 +162,8 @@ TensorSpec tensor_spec(const TensorLine& t, int mode) {
   int64_t row_elems = 1;
   for (size_t d = 1; d < t.shape.size(); ++d) row_elems *= t.shape[d];
   const uint64_t salt = std::hash<std::string>{}(t.name);
-  const bool counting = mode < 2 && (t.dtype == DType::I32 || t.dtype == DType::I64 || t.dtype == DType::U8 ||
-                                     t.dtype == DType::I8);
+  const bool counting =
+      mode < 2 && (t.dtype == DType::I32 || t.dtype == DType::I64 || t.dtype == DType::U8 || t.dtype == DType::I8);
   if (counting) {  // element by element: 0, 1, 2, ...
     s.fill = [dtype = t.dtype, mode, salt, width, row_elems](int64_t r0, int64_t r1, std::span<std::byte> out) {
       const int64_t n = std::min((r1 - r0) * row_elems, static_cast<int64_t>(out.size()) / width);
@@ -224,7 +224,8 @@ bool write_dir(const fs::path& dir, std::string_view config, std::string_view te
     write_safetensors((dir / (single ? std::string("model.safetensors") : shard_name(s, shards))).string(),
                       files[static_cast<size_t>(s)]);
   if (!single) {
-    const std::string generated = nlohmann::json{{"metadata", nlohmann::json::object()}, {"weight_map", weight_map}}.dump();
+    const std::string generated =
+        nlohmann::json{{"metadata", nlohmann::json::object()}, {"weight_map", weight_map}}.dump();
     write_text(dir / "model.safetensors.index.json", index.empty() ? std::string_view(generated) : index);
   }
   return true;
@@ -265,8 +266,10 @@ int fuzz_checkpoint_dir(const uint8_t* data, size_t size) {
   fs::create_directories(dir);
   try {
     if (write_dir(dir, section(0), section(1), section(2), drafter ? std::string_view{} : section(3), mode)) {
-      if (drafter) load_drafter_dir(dir.string(), section(3), mode == 3);
-      else load_target_dir(dir.string(), mode == 3);
+      if (drafter)
+        load_drafter_dir(dir.string(), section(3), mode == 3);
+      else
+        load_target_dir(dir.string(), mode == 3);
     }
   } catch (const specula::Error& e) {
     // For corpus work: which check stopped an input (the seeds should load without any).

@@ -41,7 +41,7 @@ void check_params(const server::GenerationParams& p, const RequestLimits& limits
       if (id < 0 || (limits.vocab_size > 0 && id >= limits.vocab_size)) broken("logit_bias id outside the vocabulary");
   }
   if (p.gamma) (void)parse_gamma_choice(*p.gamma);  // accepted text must mean something
-  try {  // what the server does next with the sampling fields
+  try {                                             // what the server does next with the sampling fields
     const SamplingParams s = apply_overrides(SamplingParams{}, p.sampling);
     if (limits.vocab_size > 0) validate_for_vocab(s, limits.vocab_size);
   } catch (const specula::Error&) {

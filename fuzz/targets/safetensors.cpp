@@ -17,8 +17,7 @@ namespace {
 
 std::string temp_path() {
   static const std::string path =
-      (std::filesystem::temp_directory_path() / ("specula-fuzz-" + std::to_string(getpid()) + ".safetensors"))
-          .string();
+      (std::filesystem::temp_directory_path() / ("specula-fuzz-" + std::to_string(getpid()) + ".safetensors")).string();
   return path;
 }
 

@@ -61,7 +61,7 @@ std::vector<int32_t> ids_from_bytes(std::string_view bytes, size_t vocab) {
     // Mostly in-range ids, with a few just past the end and negative ones.
     const int64_t range = static_cast<int64_t>(vocab) + 16;
     ids.push_back((v & 0x80000000u) && (v & 1) ? -static_cast<int32_t>(v & 0xff) - 1
-                                                : static_cast<int32_t>(static_cast<int64_t>(v & 0x7fffffff) % range));
+                                               : static_cast<int32_t>(static_cast<int64_t>(v & 0x7fffffff) % range));
   }
   return ids;
 }
@@ -97,8 +97,8 @@ int fuzz_tokenizer_codec(const uint8_t* data, size_t size) {
     case 3: {
       // Stop strings come from the first bytes; the rest are ids streamed one at a time.
       const std::string_view stop_bytes = rest.substr(std::min<size_t>(1, rest.size()));
-      const size_t stop_len = std::min<size_t>(rest.empty() ? 0 : static_cast<unsigned char>(rest[0]) % 8,
-                                               stop_bytes.size());
+      const size_t stop_len =
+          std::min<size_t>(rest.empty() ? 0 : static_cast<unsigned char>(rest[0]) % 8, stop_bytes.size());
       const size_t second_len = std::min(stop_len / 2, stop_bytes.size() - stop_len);
       std::vector<std::string> stops{std::string(stop_bytes.substr(0, stop_len)),
                                      std::string(stop_bytes.substr(stop_len, second_len))};

@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
@@ -41,11 +41,11 @@ struct BenchArgs {
   bool json = false;
   std::string precision = "fast";
   bool quick = false;
-  int64_t runs = 0;            // 0: the default of the chosen mode (full or quick)
+  int64_t runs = 0;  // 0: the default of the chosen mode (full or quick)
   int64_t prompt_tokens = 0;
   int64_t decode_tokens = 0;
   int64_t spec_tokens = 0;
-  std::vector<int> concurrency;   // --concurrency: the batching benchmark instead of the suite
+  std::vector<int> concurrency;  // --concurrency: the batching benchmark instead of the suite
   double acceptance = 0.7;
   std::string gamma = "auto";
   int64_t step_rows = 0;
@@ -174,7 +174,9 @@ void add_bench_command(CLI::App& app) {
       ->check(in_range(limits::IntRange{1, limits::kThreads.hi}))
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "print one JSON object instead of the markdown tables");
-  cmd->add_option("--precision", args->precision, "matmul precision: exact (f32), fast (low-precision activations) or int8 (int8 activations for quantized matrices)")
+  cmd->add_option("--precision", args->precision,
+                  "matmul precision: exact (f32), fast (low-precision activations) or int8 (int8 activations for "
+                  "quantized matrices)")
       ->check(CLI::IsMember({"exact", "fast", "int8"}))
       ->capture_default_str();
   cmd->add_option("--runs", args->runs, "runs per figure, the median is reported (default 3; --quick 1)")
@@ -199,7 +201,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--gamma", args->gamma, "with --concurrency: the speculative streams' gamma (N or auto)")
       ->check(gamma_value())
       ->capture_default_str();
-  cmd->add_option("--step-rows", args->step_rows, "with --concurrency: the scheduler's row budget per step (0 = the "
+  cmd->add_option("--step-rows", args->step_rows,
+                  "with --concurrency: the scheduler's row budget per step (0 = the "
                   "prefill chunk)")
       ->check(in_range(limits::kStepRows));
   cmd->callback([args] {

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -141,9 +141,9 @@ void write_err(const std::string& s) {
 
 std::string stats_line(const GenerationResult& r, bool speculative) {
   const GenerationStats& s = r.stats;
-  std::string line = fmt::format("[{} tokens, prefilled {} of {} ({} cached), {:.1f} tok/s", s.completion_tokens,
-                                 s.prompt_tokens - s.cached_tokens, s.prompt_tokens, s.cached_tokens,
-                                 s.decode_tok_per_s());
+  std::string line =
+      fmt::format("[{} tokens, prefilled {} of {} ({} cached), {:.1f} tok/s", s.completion_tokens,
+                  s.prompt_tokens - s.cached_tokens, s.prompt_tokens, s.cached_tokens, s.decode_tok_per_s());
   if (speculative)
     line += fmt::format(", acceptance {:.0f}% (drafted {}, accepted {})", 100.0 * s.acceptance_rate(), s.drafted,
                         s.accepted);
@@ -185,11 +185,13 @@ int run_chat(const ChatArgs& a) {
   block_sigint_in_new_threads();
   std::unique_ptr<Engine> engine = Engine::load(eo, [](const std::string& line) { write_err(line + "\n"); });
   unblock_sigint();  // a Ctrl-C pressed while loading ends the program here (default action)
-  if (engine->tokenizer() == nullptr) fail("{}/tokenizer.json not found: chat needs the checkpoint's tokenizer", a.model);
+  if (engine->tokenizer() == nullptr)
+    fail("{}/tokenizer.json not found: chat needs the checkpoint's tokenizer", a.model);
   if (engine->chat_template() == nullptr)
-    fail("{} has no chat template (chat_template.jinja or tokenizer_config.json's chat_template); give one with "
-         "--chat-template FILE",
-         a.model);
+    fail(
+        "{} has no chat template (chat_template.jinja or tokenizer_config.json's chat_template); give one with "
+        "--chat-template FILE",
+        a.model);
   SamplingParams sampling = apply_overrides(engine->default_sampling(), a.sampling);
   // Without --seed each chat draws its own seed; with it, turn i uses seed + i (reproducible).
   const bool seeded = a.sampling.seed.has_value();
@@ -198,10 +200,10 @@ int run_chat(const ChatArgs& a) {
 
   install_sigint_handler();
   const bool interactive = isatty(STDIN_FILENO) != 0;
-  write_err(fmt::format("specula chat: {} (draft: {}, {}). /help for commands, Ctrl-D to exit.\n",
-                        engine->model_name(), engine->draft_description(),
-                        sampling.greedy() ? std::string("greedy")
-                                          : fmt::format("temperature {}, seed {}", sampling.temperature, seed0)));
+  write_err(fmt::format(
+      "specula chat: {} (draft: {}, {}). /help for commands, Ctrl-D to exit.\n", engine->model_name(),
+      engine->draft_description(),
+      sampling.greedy() ? std::string("greedy") : fmt::format("temperature {}, seed {}", sampling.temperature, seed0)));
 
   auto fresh_conversation = [&] {
     nlohmann::ordered_json m = nlohmann::ordered_json::array();

@@ -15,8 +15,8 @@
 #include <system_error>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -81,9 +81,10 @@ fs::path find_tokenizer_dir(const std::string& flag) {
 #endif
   std::string where;
   for (const auto& t : tried) where += (where.empty() ? "" : ", ") + (t / "tokenizer.json").string();
-  fail("demo: no Gemma 4 tokenizer found{}; give a directory holding tokenizer.json (and chat_template.jinja) with "
-       "--tokenizer DIR or SPECULA_TOKENIZER_DIR",
-       where.empty() ? std::string() : " (tried " + where + ")");
+  fail(
+      "demo: no Gemma 4 tokenizer found{}; give a directory holding tokenizer.json (and chat_template.jinja) with "
+      "--tokenizer DIR or SPECULA_TOKENIZER_DIR",
+      where.empty() ? std::string() : " (tried " + where + ")");
 }
 
 void copy_tokenizer_files(const fs::path& from, const fs::path& to) {
@@ -118,7 +119,8 @@ fs::path ensure_demo_pair(const fs::path& cache_dir, const std::string& tokenize
   if (mkdtemp(tmpl.data()) == nullptr) fail("demo: cannot create a directory in {}", cache_dir.string());
   const fs::path tmp = tmpl;
 
-  say(fmt::format("creating the demo models once (synthetic {} target + assistant drafter, random weights, "
+  say(
+      fmt::format("creating the demo models once (synthetic {} target + assistant drafter, random weights, "
                   "vocab {}, Gemma 4 tokenizer from {}) in {} ...\n",
                   kDemoPreset, kDemoVocab, tokenizer_dir.string(), pair.string()));
   try {
@@ -179,8 +181,8 @@ void run_demo(const DemoArgs& a) {
 
   EngineOptions eo;
   if (synthetic) {
-    const fs::path pair = ensure_demo_pair(a.cache_dir.empty() ? default_cache_dir() : fs::path(a.cache_dir),
-                                           a.tokenizer_dir);
+    const fs::path pair =
+        ensure_demo_pair(a.cache_dir.empty() ? default_cache_dir() : fs::path(a.cache_dir), a.tokenizer_dir);
     eo.model_dir = (pair / "model").string();
     eo.draft = (pair / "drafter").string();
   } else {
@@ -204,12 +206,12 @@ void run_demo(const DemoArgs& a) {
 
   const std::string pair_name = synthetic ? fmt::format("synthetic {} + its assistant drafter", kDemoPreset)
                                           : engine->model_name() + " + " + engine->draft_description();
-  std::printf("specula demo: %s, %d threads, greedy, %lld prompt tokens, up to %lld new tokens\n",
-              pair_name.c_str(), engine->threads(),
-              static_cast<long long>(prompt.size()), static_cast<long long>(a.max_tokens));
+  std::printf("specula demo: %s, %d threads, greedy, %lld prompt tokens, up to %lld new tokens\n", pair_name.c_str(),
+              engine->threads(), static_cast<long long>(prompt.size()), static_cast<long long>(a.max_tokens));
   if (synthetic)
-    std::printf("note: these are SYNTHETIC models with random weights: the text below is meaningless noise.\n"
-                "      The tokenizer, chat template, decoding and verification are the real machinery.\n");
+    std::printf(
+        "note: these are SYNTHETIC models with random weights: the text below is meaningless noise.\n"
+        "      The tokenizer, chat template, decoding and verification are the real machinery.\n");
   std::printf("prompt: %s\n\n--- plain decoding ---\n", a.prompt.c_str());
   std::fflush(stdout);
   const RunOutcome plain = run_once(*engine, prompt, a.max_tokens, /*speculative=*/false);
@@ -223,8 +225,8 @@ void run_demo(const DemoArgs& a) {
   std::printf("\n%-12s %7s %10s %10s %12s\n", "", "tokens", "prefill ms", "decode t/s", "acceptance");
   std::printf("%-12s %7lld %10.1f %10.1f %12s\n", "plain", static_cast<long long>(p.completion_tokens), p.prefill_ms,
               p.decode_tok_per_s(), "-");
-  std::printf("%-12s %7lld %10.1f %10.1f %11.0f%%   (drafted %lld, accepted %lld, %lld target calls)\n",
-              "speculative", static_cast<long long>(s.completion_tokens), s.prefill_ms, s.decode_tok_per_s(),
+  std::printf("%-12s %7lld %10.1f %10.1f %11.0f%%   (drafted %lld, accepted %lld, %lld target calls)\n", "speculative",
+              static_cast<long long>(s.completion_tokens), s.prefill_ms, s.decode_tok_per_s(),
               100.0 * s.acceptance_rate(), static_cast<long long>(s.drafted), static_cast<long long>(s.accepted),
               static_cast<long long>(s.target_calls));
   std::printf("speedup: %.2fx%s\n", speedup,

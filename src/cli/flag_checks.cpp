@@ -41,8 +41,8 @@ void check_context_flag(const char* flag, int64_t context, const std::string& mo
   const std::filesystem::path config_path = std::filesystem::path(model_dir) / "config.json";
   int64_t model_limit = 0;
   try {
-    model_limit = parse_target_config(read_json_file(config_path.string()), config_path.string())
-                      .text.max_position_embeddings;
+    model_limit =
+        parse_target_config(read_json_file(config_path.string()), config_path.string()).text.max_position_embeddings;
   } catch (const std::exception&) {
     return;  // the load names what is wrong with the checkpoint
   }

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -41,15 +41,18 @@ struct ValueCheck {
 nlohmann::json check_json(const TensorValueCheck& c) {
   nlohmann::json bad = nlohmann::json::array();
   for (const NonFiniteTensor& t : c.non_finite)
-    bad.push_back({{"tensor", t.name}, {"file", t.file}, {"nan", t.count.nan}, {"inf", t.count.inf},
+    bad.push_back({{"tensor", t.name},
+                   {"file", t.file},
+                   {"nan", t.count.nan},
+                   {"inf", t.count.inf},
                    {"first_index", t.count.first_index}});
   return {{"tensors_checked", c.tensors_checked}, {"bytes_checked", c.bytes_checked}, {"non_finite", bad}};
 }
 
 std::string check_text(const ValueCheck& v) {
   const TensorValueCheck& c = v.result;
-  std::string out = fmt::format("{} values: {} float tensors ({} bytes) checked, ", v.label, c.tensors_checked,
-                                c.bytes_checked);
+  std::string out =
+      fmt::format("{} values: {} float tensors ({} bytes) checked, ", v.label, c.tensors_checked, c.bytes_checked);
   if (c.clean()) return out + "all finite\n";
   out += fmt::format("{} with NaN or infinite values:\n", c.non_finite.size());
   for (const NonFiniteTensor& t : c.non_finite) out += "  " + format_non_finite(t) + "\n";
@@ -110,8 +113,7 @@ void run_inspect(const InspectArgs& a) {
   std::fflush(stdout);
   size_t bad = 0;
   for (const ValueCheck& v : checks) bad += v.result.non_finite.size();
-  if (bad > 0)
-    fail("{} tensor(s) hold NaN or infinite values (listed above): the checkpoint's data is corrupt", bad);
+  if (bad > 0) fail("{} tensor(s) hold NaN or infinite values (listed above): the checkpoint's data is corrupt", bad);
   // Scripts check compatibility by the exit status; the report above already lists the reasons.
   if (s.drafter && !s.drafter->compat_problems.empty())
     fail("drafter {} is not compatible with target {} ({} problem(s) listed above)", a.draft_dir, a.dir,
@@ -122,7 +124,8 @@ void run_inspect(const InspectArgs& a) {
 
 void add_inspect_command(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
-  CLI::App* cmd = app.add_subcommand("inspect", "validate a checkpoint and summarize it (geometry, storage, bytes per token)");
+  CLI::App* cmd =
+      app.add_subcommand("inspect", "validate a checkpoint and summarize it (geometry, storage, bytes per token)");
   cmd->add_option("dir", args->dir, "target checkpoint directory, .gguf file or directory holding one")->required();
   cmd->add_option("--draft", args->draft_dir, "drafter checkpoint directory (also checks compatibility)");
   cmd->add_flag("--json", args->json, "print JSON instead of text");

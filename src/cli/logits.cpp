@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -75,7 +75,8 @@ void add_logits_command(CLI::App& app) {
       ->check(in_range(limits::kPrefillChunk));
   cmd->add_option("--precision", args->precision,
                   "matmul precision; exact (default) is the numerics-checking mode the goldens are held to, "
-                  "fast uses int16 / bf16 activations in the inner products, as `run` does by default; int8 uses int8 activations for 4/8-bit matrices")
+                  "fast uses int16 / bf16 activations in the inner products, as `run` does by default; int8 uses int8 "
+                  "activations for 4/8-bit matrices")
       ->check(CLI::IsMember({"exact", "fast", "int8"}))
       ->capture_default_str();
   cmd->callback([args] { run_logits(*args); });

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "specula/kernels/isa.h"
@@ -38,12 +38,10 @@ bool report_unknown_command(const CLI::App& app, int argc, char** argv) {
 int main(int argc, char** argv) {
   CLI::App app{"specula: Gemma 4 inference with speculative decoding"};
   app.require_subcommand(1);
-  app.set_version_flag("--version",
-                       [] {
-                         return fmt::format("specula {} (kernels: {}, cpu supports: {})", SPECULA_VERSION,
-                                            specula::isa_name(specula::active_isa()),
-                                            specula::isa_name(specula::detected_isa()));
-                       });
+  app.set_version_flag("--version", [] {
+    return fmt::format("specula {} (kernels: {}, cpu supports: {})", SPECULA_VERSION,
+                       specula::isa_name(specula::active_isa()), specula::isa_name(specula::detected_isa()));
+  });
   specula::cli::add_synth_command(app);
   specula::cli::add_inspect_command(app);
   specula::cli::add_logits_command(app);

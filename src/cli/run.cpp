@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -46,7 +46,8 @@ void add_run_command(CLI::App& app) {
   auto text_args = std::make_shared<TextPromptArgs>();
   CLI::App* cmd = app.add_subcommand("run", "generation from a text prompt or token ids");
   cmd->add_option("--model", args->model, "target checkpoint directory")->required();
-  CLI::Option* tokens = cmd->add_option("--tokens", args->tokens, "prompt as comma-separated token ids (starting with BOS 2)");
+  CLI::Option* tokens =
+      cmd->add_option("--tokens", args->tokens, "prompt as comma-separated token ids (starting with BOS 2)");
   add_text_prompt_options(cmd, *text_args);
   tokens->excludes(text_args->prompt_option);
   cmd->add_option("--max-tokens", args->max_tokens, "maximum number of generated tokens")
@@ -62,7 +63,9 @@ void add_run_command(CLI::App& app) {
                   "context limit in tokens (0 = the model's max_position_embeddings)")
       ->check(in_range(limits::kContext));
   cmd->add_option("--precision", args->precision,
-                  "matmul precision: fast (int16 / bf16 activations in the inner products where the CPU has VNNI / AVX512-BF16), exact (f32) or int8 (as fast, int8 activations for 4/8-bit matrices: cheaper multi-row verifies and prefill, far larger rounding error)")
+                  "matmul precision: fast (int16 / bf16 activations in the inner products where the CPU has VNNI / "
+                  "AVX512-BF16), exact (f32) or int8 (as fast, int8 activations for 4/8-bit matrices: cheaper "
+                  "multi-row verifies and prefill, far larger rounding error)")
       ->check(CLI::IsMember({"exact", "fast", "int8"}))
       ->capture_default_str();
   add_speculative_options(cmd, *spec);

@@ -13,9 +13,9 @@
 #include "cli/flag_checks.h"
 #include "cli/token_list.h"
 #include "specula/engine/eos_tokens.h"
+#include "specula/model/drafter.h"
 #include "specula/model/packed_cache.h"
 #include "specula/model/target_model.h"
-#include "specula/model/drafter.h"
 #include "specula/sample/rng.h"
 #include "specula/speculative/acceptance_check.h"
 #include "specula/speculative/speculative.h"
@@ -89,7 +89,11 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
   ThreadPool pool(b.threads);
   TargetCache cache = model->new_cache();
   std::function<bool(int32_t)> on_token;
-  if (text != nullptr) on_token = [text](int32_t id) { text->push(id); return true; };
+  if (text != nullptr)
+    on_token = [text](int32_t id) {
+      text->push(id);
+      return true;
+    };
   const SpeculativeResult res = generate_speculative(*model, cache, drafter.get(), prompt, so, pool, on_token);
   const SpeculativeStats& s = res.stats;
 
@@ -124,7 +128,8 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
     if (a.trace) {
       nlohmann::json rounds = nlohmann::json::array();
       for (const auto& r : res.rounds)
-        rounds.push_back({{"drafts", r.drafts}, {"accepted", r.accepted}, {"draft_ms", r.draft_ms}, {"verify_ms", r.verify_ms}});
+        rounds.push_back(
+            {{"drafts", r.drafts}, {"accepted", r.accepted}, {"draft_ms", r.draft_ms}, {"verify_ms", r.verify_ms}});
       doc["rounds"] = rounds;
     }
     const std::string out = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

@@ -16,14 +16,14 @@
 namespace specula::cli {
 
 struct SpeculativeRunArgs {
-  std::string draft;                  // drafter checkpoint directory, "lookup", or empty (none)
-  std::string gamma = "auto";         // N or "auto"
+  std::string draft;           // drafter checkpoint directory, "lookup", or empty (none)
+  std::string gamma = "auto";  // N or "auto"
   std::string drafter_compat = "ollama";
   std::optional<double> temperature;  // absent = greedy
   std::optional<int> top_k;
   std::optional<double> top_p;
   std::optional<double> min_p;
-  std::optional<uint64_t> seed;       // absent = a fresh random seed, reported in the statistics
+  std::optional<uint64_t> seed;  // absent = a fresh random seed, reported in the statistics
   bool trace = false;
 };
 
@@ -37,9 +37,9 @@ struct RunBasics {
   int threads = 0;
   int64_t prefill_chunk = kDefaultPrefillChunk;
   int64_t max_context = 0;
-  std::string precision = "fast";  // --precision: "fast", "exact" or "int8"
+  std::string precision = "fast";                  // --precision: "fast", "exact" or "int8"
   std::optional<std::vector<int32_t>> prompt_ids;  // text mode: the encoded prompt (instead of tokens)
-  grammar::TokenConstraint constraint;              // --json-schema / --grammar
+  grammar::TokenConstraint constraint;             // --json-schema / --grammar
   std::vector<int32_t> tokenizer_eos_ids;          // text mode: the tokenizer side of the EOS set
 };
 

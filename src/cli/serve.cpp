@@ -16,8 +16,8 @@
 #include <string>
 #include <thread>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
@@ -87,10 +87,11 @@ void run_serve(ServeArgs a) {
     signal_thread.join();
     throw;
   }
-  print_line(fmt::format("specula serve: model {} | draft {} | context {} tokens | kernels {} | {} threads | "
-                         "{} parallel | {}",
-                         engine->model_name(), engine->draft_description(), engine->max_context(),
-                         isa_name(active_isa()), engine->threads(), engine->parallel(), url));
+  print_line(
+      fmt::format("specula serve: model {} | draft {} | context {} tokens | kernels {} | {} threads | "
+                  "{} parallel | {}",
+                  engine->model_name(), engine->draft_description(), engine->max_context(), isa_name(active_isa()),
+                  engine->threads(), engine->parallel(), url));
   phase = kServing;
   http.set_engine(std::move(engine));
   print_line(fmt::format("specula serve: ready on {}", url));
@@ -111,7 +112,8 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--drafter-compat", args->engine.drafter_compat, "drafter conventions: ollama | mlx-bun")
       ->capture_default_str();
-  cmd->add_option("--chat-template", args->engine.chat_template_file, "chat template file (overrides the checkpoint's)");
+  cmd->add_option("--chat-template", args->engine.chat_template_file,
+                  "chat template file (overrides the checkpoint's)");
   cmd->add_option("--threads", args->engine.threads, "compute threads (0 = all cores)")
       ->check(in_range(limits::kThreads))
       ->capture_default_str();

@@ -4,11 +4,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <system_error>
 #include <string>
+#include <system_error>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
@@ -73,8 +73,8 @@ void copy_tokenizer_files(const std::string& from, const std::string& to) {
     const std::filesystem::path src = std::filesystem::path(from) / name;
     if (!std::filesystem::is_regular_file(src)) continue;
     std::error_code ec;
-    std::filesystem::copy_file(src, std::filesystem::path(to) / name,
-                               std::filesystem::copy_options::overwrite_existing, ec);
+    std::filesystem::copy_file(src, std::filesystem::path(to) / name, std::filesystem::copy_options::overwrite_existing,
+                               ec);
     if (ec) fail("synth --tokenizer: cannot copy {} to {}: {}", src.string(), to, ec.message());
   }
 }
@@ -106,8 +106,9 @@ void write_gguf(const SynthArgs& a, const synth::CheckpointPlan& target, const s
 
 void run_synth(const SynthArgs& a, bool group_given) {
   if (a.format == "gguf" && (a.bits != 0 || !a.tokenizer_dir.empty()))
-    throw CLI::ValidationError("--format", "gguf takes --quant for the tensor type; --bits and --tokenizer are for "
-                                           "safetensors checkpoints");
+    throw CLI::ValidationError("--format",
+                               "gguf takes --quant for the tensor type; --bits and --tokenizer are for "
+                               "safetensors checkpoints");
   if (a.format != "gguf" && !a.quant.empty())
     throw CLI::ValidationError("--quant", "needs --format gguf (safetensors checkpoints take --bits)");
   if (group_given && a.bits == 0) {
@@ -142,16 +143,16 @@ void run_synth(const SynthArgs& a, bool group_given) {
     const synth::WrittenCheckpoint t = synth::write_checkpoint(target, a.out, wo);
     if (!a.tokenizer_dir.empty()) copy_tokenizer_files(a.tokenizer_dir, a.out);
     std::printf("wrote %s: preset %s (%s), seed %llu, %zu tensors, %s in %zu file(s)\n", a.out.c_str(),
-              a.preset.c_str(), quant_text(o).c_str(), static_cast<unsigned long long>(a.seed), t.tensor_count,
-              format_bytes(t.tensor_bytes).c_str(), t.weight_files.size());
+                a.preset.c_str(), quant_text(o).c_str(), static_cast<unsigned long long>(a.seed), t.tensor_count,
+                format_bytes(t.tensor_bytes).c_str(), t.weight_files.size());
   }
   if (drafter) {
     wo.progress_label = "drafter";
     const synth::WrittenCheckpoint d = synth::write_checkpoint(*drafter, a.drafter_dir, wo);
-    std::printf("wrote %s: %s drafter for %s (bf16, %s head), %zu tensors, %s in %zu file(s)\n",
-                a.drafter_dir.c_str(), drafter->config.value("model_type", std::string("?")).c_str(),
-                a.preset.c_str(), drafter->config.value("use_ordered_embeddings", false) ? "centroid" : "dense",
-                d.tensor_count, format_bytes(d.tensor_bytes).c_str(), d.weight_files.size());
+    std::printf("wrote %s: %s drafter for %s (bf16, %s head), %zu tensors, %s in %zu file(s)\n", a.drafter_dir.c_str(),
+                drafter->config.value("model_type", std::string("?")).c_str(), a.preset.c_str(),
+                drafter->config.value("use_ordered_embeddings", false) ? "centroid" : "dense", d.tensor_count,
+                format_bytes(d.tensor_bytes).c_str(), d.weight_files.size());
   }
   std::fflush(stdout);
 }
@@ -193,12 +194,15 @@ void add_synth_command(CLI::App& app) {
                   "split the weights into model-0000N-of-0000M.safetensors shards above this size")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--format", args->format, "checkpoint format: safetensors (a directory) or gguf (--out is the .gguf file)")
+  cmd->add_option("--format", args->format,
+                  "checkpoint format: safetensors (a directory) or gguf (--out is the .gguf file)")
       ->check(CLI::IsMember({"safetensors", "gguf"}))
       ->capture_default_str();
-  cmd->add_option("--quant", args->quant, "GGUF matrix type: f32 (default), bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k (vectors stay "
-                  "f32; "
-                  "rows too short for the type's block stay f32)")
+  cmd->add_option(
+         "--quant", args->quant,
+         "GGUF matrix type: f32 (default), bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k (vectors stay "
+         "f32; "
+         "rows too short for the type's block stay f32)")
       ->check(CLI::IsMember({"f32", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"}));
   cmd->add_flag("--progress", args->progress, "draw the progress bar even when stderr is not a terminal");
   cmd->callback([args, group] { run_synth(*args, group->count() > 0); });

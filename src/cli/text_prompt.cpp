@@ -15,7 +15,8 @@
 namespace specula::cli {
 
 void add_text_prompt_options(CLI::App* cmd, TextPromptArgs& a) {
-  a.prompt_option = cmd->add_option("--prompt", a.prompt, "prompt text (encoded with the checkpoint's tokenizer.json, one <bos>)");
+  a.prompt_option =
+      cmd->add_option("--prompt", a.prompt, "prompt text (encoded with the checkpoint's tokenizer.json, one <bos>)");
   cmd->add_flag("--chat", a.chat, "with --prompt: render the chat template around it as a user message");
   cmd->add_option("--system", a.system, "with --chat: a system message before the user message");
 }

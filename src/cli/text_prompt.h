@@ -15,9 +15,9 @@
 namespace specula::cli {
 
 struct TextPromptArgs {
-  std::string prompt;  // --prompt
-  bool chat = false;   // --chat
-  std::string system;  // --system
+  std::string prompt;                    // --prompt
+  bool chat = false;                     // --chat
+  std::string system;                    // --system
   CLI::Option* prompt_option = nullptr;  // set by add_text_prompt_options: --prompt "" is a prompt too
 };
 

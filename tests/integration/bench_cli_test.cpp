@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include "cli_runner.h"
 #include <nlohmann/json.hpp>
+#include "cli_runner.h"
 
 namespace specula {
 namespace {
@@ -28,10 +28,11 @@ bool positive_finite(const nlohmann::json& v) {
 
 // The per-thread-count figures every model reports.
 void expect_thread_figures(const nlohmann::json& t, const std::string& where) {
-  for (const char* key : {"decode_tok_per_s", "prefill_tok_per_s", "time_to_first_token_ms", "decode_ms_per_token", "decode_cpu_ms_per_token",
-                          "read_bandwidth_gb_per_s", "achieved_gb_per_s", "roofline_fraction", "decode_step_ms",
-                          "draft_step_ms", "draft_step_ratio"})
-    EXPECT_TRUE(positive_finite(t.value(key, nlohmann::json()))) << where << " " << key << " = " << t.value(key, nlohmann::json());
+  for (const char* key : {"decode_tok_per_s", "prefill_tok_per_s", "time_to_first_token_ms", "decode_ms_per_token",
+                          "decode_cpu_ms_per_token", "read_bandwidth_gb_per_s", "achieved_gb_per_s",
+                          "roofline_fraction", "decode_step_ms", "draft_step_ms", "draft_step_ratio"})
+    EXPECT_TRUE(positive_finite(t.value(key, nlohmann::json())))
+        << where << " " << key << " = " << t.value(key, nlohmann::json());
   const nlohmann::json& verify = t.at("verify_cost_ratio");
   for (int w = 2; w <= 8; ++w)
     EXPECT_TRUE(positive_finite(verify.value(std::to_string(w), nlohmann::json()))) << where << " verify " << w;
@@ -65,9 +66,9 @@ TEST(BenchCli, QuickJsonHasEveryFigure) {
   ASSERT_EQ(r.code, 0) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out);  // exactly one JSON object on stdout
   ASSERT_TRUE(j.is_object());
-  for (const char* key : {"decode_tok_per_s", "prefill_tok_per_s", "time_to_first_token_ms", "bytes_per_token",
-                          "read_bandwidth_gb_per_s", "roofline_fraction", "draft_step_ratio", "load_ms",
-                          "peak_rss_bytes"})
+  for (const char* key :
+       {"decode_tok_per_s", "prefill_tok_per_s", "time_to_first_token_ms", "bytes_per_token", "read_bandwidth_gb_per_s",
+        "roofline_fraction", "draft_step_ratio", "load_ms", "peak_rss_bytes"})
     EXPECT_TRUE(positive_finite(j.value(key, nlohmann::json()))) << key << " = " << j.value(key, nlohmann::json());
   EXPECT_EQ(j.at("threads").get<int>(), 2);  // the headline is the largest thread count
   EXPECT_EQ(j.at("precision").get<std::string>(), "fast");
@@ -96,11 +97,12 @@ TEST(BenchCli, MarkdownWithoutJson) {
   const Result r = run_cli("bench " + kModelArgs + " --quick --threads 1 --precision exact --spec-tokens 6");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_FALSE(nlohmann::json::accept(r.out));
-  for (const char* text : {"precision exact", "| model | threads | load ms | TTFT ms | prefill tok/s | decode tok/s",
-                           "| threads | decode step ms | drafter step | verify 2 |", "verify 8 |",
-                           "| 1 | measured ms |", "| 1 | floor ms |", "| 1 | floor ratio | 1.00 |", "| 1 | in-cache GB/s |",
-                           "speculative decoding at controlled acceptance", "| threads | p | plain tok/s | gamma 1 |",
-                           "| 1 | 0.7 |", "Read bandwidth measured by this run", "6 tokens each"})
+  for (const char* text :
+       {"precision exact", "| model | threads | load ms | TTFT ms | prefill tok/s | decode tok/s",
+        "| threads | decode step ms | drafter step | verify 2 |", "verify 8 |", "| 1 | measured ms |",
+        "| 1 | floor ms |", "| 1 | floor ratio | 1.00 |", "| 1 | in-cache GB/s |",
+        "speculative decoding at controlled acceptance", "| threads | p | plain tok/s | gamma 1 |", "| 1 | 0.7 |",
+        "Read bandwidth measured by this run", "6 tokens each"})
     EXPECT_NE(r.out.find(text), std::string::npos) << "missing: " << text << "\n" << r.out;
 }
 
@@ -136,7 +138,8 @@ TEST(BenchCli, RuntimeErrorsNameThePath) {
   const Result too_long = run_cli("bench --model " + kCase + "/model --quick --prompt-tokens 1000000", true);
   EXPECT_EQ(too_long.code, 1);
   EXPECT_NE(too_long.out.find("context"), std::string::npos) << too_long.out;
-  const Result no_drafter = run_cli("bench --model " + kCase + "/model --draft /nonexistent/specula-drafter --quick", true);
+  const Result no_drafter =
+      run_cli("bench --model " + kCase + "/model --draft /nonexistent/specula-drafter --quick", true);
   EXPECT_EQ(no_drafter.code, 1);
   EXPECT_NE(no_drafter.out.find("/nonexistent/specula-drafter"), std::string::npos) << no_drafter.out;
 }

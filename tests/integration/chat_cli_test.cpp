@@ -61,9 +61,9 @@ class ChatCli : public ::testing::Test {
     std::string tmpl = (fs::temp_directory_path() / "specula-chat-cli-XXXXXX").string();
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
-    const Result r = run_shell(std::string(SPECULA_BINARY) + " synth --preset tiny-dense --vocab 262144 --tokenizer " +
-                               SPECULA_TEST_DATA + "/tokenizer-gemma4 --out " + model() + " --drafter " + drafter() +
-                               " 2>&1");
+    const Result r =
+        run_shell(std::string(SPECULA_BINARY) + " synth --preset tiny-dense --vocab 262144 --tokenizer " +
+                  SPECULA_TEST_DATA + "/tokenizer-gemma4 --out " + model() + " --drafter " + drafter() + " 2>&1");
     ASSERT_EQ(r.code, 0) << r.out;
   }
   static void TearDownTestSuite() {
@@ -126,8 +126,8 @@ TEST_F(ChatCli, SpeculativeChatShowsAcceptanceAndCommandsWork) {
 
 TEST_F(ChatCli, MissingTokenizerIsAClearError) {
   const std::string bare = dir_ + "/bare";
-  ASSERT_EQ(run_shell(std::string(SPECULA_BINARY) + " synth --preset tiny-dense --out " + bare + " >/dev/null 2>&1").code,
-            0);
+  ASSERT_EQ(
+      run_shell(std::string(SPECULA_BINARY) + " synth --preset tiny-dense --out " + bare + " >/dev/null 2>&1").code, 0);
   const Result r = run_shell("echo hi | " + std::string(SPECULA_BINARY) + " chat --model " + bare + " 2>&1");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("tokenizer.json"), std::string::npos) << r.out;
@@ -176,7 +176,8 @@ class Pty {
   bool read_until(size_t from, Pred done, int seconds = 120) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
     while (!done(out_.substr(std::min(from, out_.size())))) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return false;
       pollfd p{master_, POLLIN, 0};
       if (poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000))) <= 0) continue;
@@ -190,7 +191,8 @@ class Pty {
 
   // Exit code after the child ends (drains the terminal meanwhile), -1 on timeout or a signal.
   int wait_exit(int seconds = 60) {
-    read_until(out_.size(), [](const std::string&) { return false; }, seconds);
+    read_until(
+        out_.size(), [](const std::string&) { return false; }, seconds);
     int status = 0;
     for (int i = 0; i < seconds * 10; ++i) {
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -213,9 +215,11 @@ class Pty {
 
 TEST_F(ChatCli, CtrlCStopsTheAnswerAndTheChatGoesOn) {
   Pty pty;
-  ASSERT_TRUE(pty.start({SPECULA_BINARY, "chat", "--model", model(), "--max-tokens", "1000000", "--temperature", "0",
-                         "--threads", "1"}));
-  auto has = [](const std::string& what) { return [what](const std::string& s) { return s.find(what) != std::string::npos; }; };
+  ASSERT_TRUE(pty.start(
+      {SPECULA_BINARY, "chat", "--model", model(), "--max-tokens", "1000000", "--temperature", "0", "--threads", "1"}));
+  auto has = [](const std::string& what) {
+    return [what](const std::string& s) { return s.find(what) != std::string::npos; };
+  };
   ASSERT_TRUE(pty.read_until(0, has("> "))) << pty.output();
   size_t mark = pty.output().size();
   pty.send("Tell me everything\n");

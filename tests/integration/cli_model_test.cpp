@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include "cli_runner.h"
 #include <nlohmann/json.hpp>
+#include "cli_runner.h"
 
 #include "specula/io/config.h"
 
@@ -64,7 +64,8 @@ TEST(CliModel, RunJsonGivesGreedyTokensAndStats) {
   const nlohmann::json& s = got.at("stats");
   EXPECT_EQ(s.at("prompt_tokens").get<int64_t>(), static_cast<int64_t>(prompt.size()));
   EXPECT_EQ(s.at("generated_tokens").get<int64_t>(), 24);
-  for (const char* k : {"prefill_ms", "decode_ms", "decode_tok_per_s", "load_ms"}) EXPECT_TRUE(s.at(k).is_number()) << k;
+  for (const char* k : {"prefill_ms", "decode_ms", "decode_tok_per_s", "load_ms"})
+    EXPECT_TRUE(s.at(k).is_number()) << k;
 }
 
 TEST(CliModel, RunTextPrintsIds) {

@@ -50,8 +50,8 @@ class CliUsage : public ::testing::Test {
   // a command that wrongly starts serving from hanging the suite.
   static Result run(const std::string& args, std::string& err, const std::string& stdin_file = "/dev/null") {
     const std::string err_file = dir_ + "/stderr.txt";
-    const Result r = run_shell("timeout 300 " + std::string(SPECULA_BINARY) + " " + args + " < " + stdin_file + " 2> " +
-                               err_file);
+    const Result r =
+        run_shell("timeout 300 " + std::string(SPECULA_BINARY) + " " + args + " < " + stdin_file + " 2> " + err_file);
     err = read_file(err_file);
     return r;
   }
@@ -206,9 +206,9 @@ TEST_F(CliUsage, TraceWithoutJsonIsAUsageError) {
 TEST_F(CliUsage, AContextAboveTheModelsLimitIsRefusedBeforeLoading) {
   const std::string model = dir_ + "/ctx-model";
   synth("--preset tiny-dense --out " + model);
-  for (const std::string& args : {"run --tokens 2 --max-tokens 1 --max-context 200000 --model " + model,
-                                  "serve --port 0 --ctx 131073 --model " + model,
-                                  "chat --ctx 200000 --model " + model}) {
+  for (const std::string& args :
+       {"run --tokens 2 --max-tokens 1 --max-context 200000 --model " + model,
+        "serve --port 0 --ctx 131073 --model " + model, "chat --ctx 200000 --model " + model}) {
     std::string err;
     const Result r = run(args, err);
     EXPECT_EQ(r.code, 2) << args << ": " << r.out << err;
@@ -300,7 +300,8 @@ TEST(CliUsageStyle, EditorConfigDescribesTheCode) {
 // was edited. (Line length is not checked: some long lines predate the file.)
 TEST(CliUsageStyle, SourcesFollowTheEditorConfig) {
   size_t files = 0;
-  for (const char* top : {"src", "tests/unit", "tests/integration", "tests/threaded", "tests/support", "bench", "fuzz"}) {
+  for (const char* top :
+       {"src", "tests/unit", "tests/integration", "tests/threaded", "tests/support", "bench", "fuzz"}) {
     if (!fs::exists(kRoot / top)) continue;
     for (const auto& entry : fs::recursive_directory_iterator(kRoot / top)) {
       const std::string ext = entry.path().extension().string();

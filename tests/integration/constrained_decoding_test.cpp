@@ -43,11 +43,13 @@ const char* kSchema = R"({
 std::vector<std::string> golden_vocabulary(const TargetModel& model) {
   std::vector<std::string> pieces;
   for (char c = 0x20; c < 0x7f; ++c) pieces.push_back(std::string(1, c));
-  for (const char* s : {"\n", "{\"", "\": ", "\", \"", "true", "false", "null", "bb", "ccc", ", ", "\xc3\xa9", "\xc3",
-                        "\xa9", "\xe4\xb8\xad", "\xe4", "\xb8\xad", "12", "-1", "\"}", "]}", "[\"", "\"]", "}}"})
+  for (const char* s :
+       {"\n",   "{\"",          "\": ", "\", \"",   "true", "false", "null", "bb", "ccc", ", ",  "\xc3\xa9", "\xc3",
+        "\xa9", "\xe4\xb8\xad", "\xe4", "\xb8\xad", "12",   "-1",    "\"}",  "]}", "[\"", "\"]", "}}"})
     pieces.push_back(s);
   std::mt19937 rng(11);
-  while (pieces.size() < 600) pieces.push_back(std::string(1, static_cast<char>('a' + rng() % 26)) + static_cast<char>('a' + rng() % 26));
+  while (pieces.size() < 600)
+    pieces.push_back(std::string(1, static_cast<char>('a' + rng() % 26)) + static_cast<char>('a' + rng() % 26));
   std::vector<std::string> vocab(static_cast<size_t>(model.vocab_size()));
   const std::vector<int32_t> eos = model.eos_token_ids();
   size_t next = 0;

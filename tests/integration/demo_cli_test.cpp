@@ -71,7 +71,8 @@ TEST_F(DemoCli, LeftoversOfAnInterruptedRunAreReplacedAndUsageIsChecked) {
 
   // Given checkpoints (here the cached pair itself): no synthetic-weights note.
   const std::string pair = dir_ + "/cache/tiny-dense-gemma4-v1";
-  const Result given = run_cli("demo --model " + pair + "/model --draft " + pair + "/drafter --max-tokens 4 --threads 1");
+  const Result given =
+      run_cli("demo --model " + pair + "/model --draft " + pair + "/drafter --max-tokens 4 --threads 1");
   ASSERT_EQ(given.code, 0) << given.out;
   EXPECT_NE(given.out.find("outputs identical: yes"), std::string::npos) << given.out;
   EXPECT_EQ(given.out.find("SYNTHETIC"), std::string::npos) << given.out;

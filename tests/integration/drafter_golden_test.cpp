@@ -11,10 +11,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "specula/kernels/softmax.h"
-#include "specula/model/target_model.h"
-#include "specula/model/drafter.h"
 #include "spec_golden_util.h"
+#include "specula/kernels/softmax.h"
+#include "specula/model/drafter.h"
+#include "specula/model/target_model.h"
 
 namespace specula {
 namespace {

@@ -16,13 +16,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "spec_golden_util.h"
 #include "specula/io/config.h"
 #include "specula/kernels/isa.h"
+#include "specula/model/drafter.h"
 #include "specula/model/generate.h"
 #include "specula/model/target_model.h"
-#include "specula/model/drafter.h"
 #include "specula/speculative/speculative.h"
-#include "spec_golden_util.h"
 
 namespace specula {
 namespace {
@@ -74,7 +74,8 @@ void expect_speculative_equals_plain(const std::string& name, Precision precisio
   const int64_t window = model->config().text.sliding_window;
   std::vector<int32_t> prompt =
       read_json_file((dir / "expected.json").string()).at("prompt").get<std::vector<int32_t>>();
-  while (static_cast<int64_t>(prompt.size()) < 3 * window) prompt.insert(prompt.end(), prompt.begin() + 1, prompt.end());
+  while (static_cast<int64_t>(prompt.size()) < 3 * window)
+    prompt.insert(prompt.end(), prompt.begin() + 1, prompt.end());
   const int64_t max_tokens = std::max<int64_t>(4 * window, 32);
   ThreadPool pool(2);
   TargetCache cache = model->new_cache();
@@ -142,8 +143,8 @@ TEST_P(FastPrecision, LogitsWithin3e2AndGreedyTokensWhereTheMarginExceeds0p1) {
   ASSERT_EQ(res.tokens.size(), want_greedy.size());
   for (size_t i = 0; i < want_greedy.size(); ++i) {
     if (res.tokens[i] == want_greedy[i]) continue;
-    EXPECT_LE(margins[i], 0.1) << GetParam() << ": step " << i << " got " << res.tokens[i] << " want "
-                               << want_greedy[i] << " with golden margin " << margins[i];
+    EXPECT_LE(margins[i], 0.1) << GetParam() << ": step " << i << " got " << res.tokens[i] << " want " << want_greedy[i]
+                               << " with golden margin " << margins[i];
     break;  // the continuation is conditioned on a different token from here on
   }
 }

@@ -28,8 +28,8 @@ TEST(Generate, StopsAtGenerationConfigEos) {
   const auto greedy = expected.at("greedy").get<std::vector<int32_t>>();
   // Pick the first greedy token that is not among the earlier ones as an extra EOS id.
   size_t stop = 1;
-  while (stop < greedy.size() &&
-         std::find(greedy.begin(), greedy.begin() + static_cast<long>(stop), greedy[stop]) != greedy.begin() + static_cast<long>(stop))
+  while (stop < greedy.size() && std::find(greedy.begin(), greedy.begin() + static_cast<long>(stop), greedy[stop]) !=
+                                     greedy.begin() + static_cast<long>(stop))
     ++stop;
   ASSERT_LT(stop, greedy.size());
 

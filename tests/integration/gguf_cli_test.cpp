@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "temp_dir.h"
 #include "cli_runner.h"
+#include "temp_dir.h"
 
 namespace specula {
 namespace {
@@ -26,7 +26,8 @@ TEST(GgufCli, SynthInspectAndRun) {
   EXPECT_EQ(doc.at("gguf").at("ggml_types").at("attn_q.weight").at("q4_0"), 6);  // every layer
   EXPECT_EQ(doc.at("gguf").at("ggml_types").at("attn_norm.weight").at("f32"), 6);
 
-  const auto run = run_cli("run --model " + file + " --tokens 2,17,99,5 --max-tokens 6 --ignore-eos --json "
+  const auto run = run_cli("run --model " + file +
+                           " --tokens 2,17,99,5 --max-tokens 6 --ignore-eos --json "
                            "--threads 1 --precision exact");
   ASSERT_EQ(run.code, 0) << run.out;
   EXPECT_EQ(nlohmann::json::parse(run.out).at("tokens").size(), 6u);

@@ -138,7 +138,8 @@ TEST_P(GgufTypes, LoadedWeightsEqualTheReferenceDequantization) {
   EXPECT_LT(relative_error(x, yd), 1e-4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, GgufTypes, ::testing::Values("bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"));
+INSTANTIATE_TEST_SUITE_P(Types, GgufTypes,
+                         ::testing::Values("bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"));
 
 }  // namespace
 }  // namespace specula

@@ -6,13 +6,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "temp_dir.h"
 #include "spec_golden_util.h"
 #include "specula/io/config.h"
 #include "specula/model/drafter.h"
 #include "specula/model/target_model.h"
 #include "specula/speculative/speculative.h"
 #include "specula/synth/gguf_export.h"
+#include "temp_dir.h"
 
 namespace specula {
 namespace {

@@ -5,9 +5,9 @@
 // corrupt tensor. The clean checkpoint runs and checks clean, so the tests can tell the cases apart.
 #include <gtest/gtest.h>
 
-#include "cli_runner.h"
 #include <stdlib.h>
 #include <sys/wait.h>
+#include "cli_runner.h"
 
 #include <array>
 #include <cmath>
@@ -65,8 +65,7 @@ class NanWeights : public ::testing::Test {
     synth::write_checkpoint(synth::plan_drafter(dense), drafter());
 
     synth::CheckpointPlan nan_plan = synth::plan_target(dense);
-    poison(nan_plan, "model.language_model.layers.2.mlp.down_proj.weight", 5,
-           std::numeric_limits<float>::quiet_NaN());
+    poison(nan_plan, "model.language_model.layers.2.mlp.down_proj.weight", 5, std::numeric_limits<float>::quiet_NaN());
     synth::write_checkpoint(nan_plan, nan_dense());
 
     synth::SynthOptions quant = dense;

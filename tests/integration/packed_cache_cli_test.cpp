@@ -5,8 +5,8 @@
 // SPECULA_PACKED_CACHE=off, and an unwritable cache directory is one warning, not a failure.
 #include <gtest/gtest.h>
 
-#include "cli_runner.h"
 #include <stdlib.h>
+#include "cli_runner.h"
 
 #include <filesystem>
 #include <fstream>
@@ -26,9 +26,7 @@ using specula::test::run_cli;
 using specula::test::run_shell;
 
 // Whether this CPU runs 4-bit matrices with the fast kernels (then fast precision packs them).
-bool packs_4bit() {
-  return specula::active_isa() >= specula::Isa::Avx2;
-}
+bool packs_4bit() { return specula::active_isa() >= specula::Isa::Avx2; }
 
 size_t count_cache_files(const fs::path& dir) {
   size_t n = 0;
@@ -58,9 +56,9 @@ class PackedCacheCli : public ::testing::Test {
 
   // `specula run --json` with the given environment assignments; returns the parsed output.
   static nlohmann::json run_json(const std::string& env, const std::string& extra = "") {
-    const CliResult r = run_shell("env " + env + " " + SPECULA_BINARY + " run --model " + model() +
-                                  " --tokens 2,17,5,99 --max-tokens 3 --ignore-eos --json --threads 1 " + extra +
-                                  " 2>/dev/null");
+    const CliResult r =
+        run_shell("env " + env + " " + SPECULA_BINARY + " run --model " + model() +
+                  " --tokens 2,17,5,99 --max-tokens 3 --ignore-eos --json --threads 1 " + extra + " 2>/dev/null");
     EXPECT_EQ(r.code, 0) << env << "\n" << r.out;
     return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
   }

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <ostream>
 #include <filesystem>
+#include <ostream>
 #include <string>
 #include <vector>
 

@@ -21,16 +21,16 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "spec_golden_util.h"
+#include "specula/model/drafter.h"
 #include "specula/model/generate.h"
 #include "specula/model/target_model.h"
 #include "specula/sample/logits_pipeline.h"
 #include "specula/speculative/controlled_acceptance.h"
-#include "specula/model/drafter.h"
 #include "specula/speculative/speculative.h"
 #include "specula/synth/plan.h"
 #include "specula/synth/writer.h"
 #include "specula/util/error.h"
-#include "spec_golden_util.h"
 
 namespace specula {
 namespace {
@@ -64,7 +64,8 @@ TEST_P(SpecEquivalence, GreedyEqualsPlainForGamma1To8PastTheWindow) {
   const int64_t window = model->config().text.sliding_window;
   std::vector<int32_t> prompt = golden_prompt(GetParam());
   // Prompt alone several windows long; generation as long again.
-  while (static_cast<int64_t>(prompt.size()) < 3 * window) prompt.insert(prompt.end(), prompt.begin() + 1, prompt.end());
+  while (static_cast<int64_t>(prompt.size()) < 3 * window)
+    prompt.insert(prompt.end(), prompt.begin() + 1, prompt.end());
   const int64_t max_tokens = std::max<int64_t>(4 * window, 32);
   ThreadPool pool(1);
   const std::vector<int32_t> ref = plain_greedy(*model, prompt, max_tokens, true, pool);
@@ -142,9 +143,10 @@ TEST(SpecSynthPresets, GreedyEqualsPlainOnEveryTinyPreset) {
     std::string preset;
     std::optional<QuantSpec> quant;
   };
-  const std::vector<Variant> variants = {
-      {"tiny-dense", std::nullopt}, {"tiny-e4b", QuantSpec{4, 64, "affine"}}, {"tiny-kveq", std::nullopt},
-      {"tiny-moe", QuantSpec{3, 32, "affine"}}};
+  const std::vector<Variant> variants = {{"tiny-dense", std::nullopt},
+                                         {"tiny-e4b", QuantSpec{4, 64, "affine"}},
+                                         {"tiny-kveq", std::nullopt},
+                                         {"tiny-moe", QuantSpec{3, 32, "affine"}}};
   ThreadPool pool(1);
   for (const Variant& v : variants) {
     SCOPED_TRACE(v.preset);
@@ -458,13 +460,14 @@ TEST_P(SpecSamplingDistribution, FirstTwoTokensFollowThePlainSamplingDistributio
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Tiny, SpecSamplingDistribution,
-    ::testing::Values(SamplingCase{"dense-bf16-hf", 1.0, 0, 0.9, false},
-                      SamplingCase{"dense-bf16-hf", 0.7, 8, 1.0, false},
-                      SamplingCase{"dense-densehead-bf16", 0.5, 0, 0.8, false},
-                      SamplingCase{"dense-bf16-hf", 0.8, 0, 1.0, true}),
-    [](const ::testing::TestParamInfo<SamplingCase>& info) { return "case" + std::to_string(info.index); });
+INSTANTIATE_TEST_SUITE_P(Tiny, SpecSamplingDistribution,
+                         ::testing::Values(SamplingCase{"dense-bf16-hf", 1.0, 0, 0.9, false},
+                                           SamplingCase{"dense-bf16-hf", 0.7, 8, 1.0, false},
+                                           SamplingCase{"dense-densehead-bf16", 0.5, 0, 0.8, false},
+                                           SamplingCase{"dense-bf16-hf", 0.8, 0, 1.0, true}),
+                         [](const ::testing::TestParamInfo<SamplingCase>& info) {
+                           return "case" + std::to_string(info.index);
+                         });
 
 // ---- load-time compatibility ----
 

@@ -10,10 +10,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "specula/model/target_model.h"
-#include "specula/model/drafter.h"
-#include "specula/speculative/speculative.h"
 #include "spec_golden_util.h"
+#include "specula/model/drafter.h"
+#include "specula/model/target_model.h"
+#include "specula/speculative/speculative.h"
 
 namespace specula {
 namespace {

@@ -141,9 +141,10 @@ uint64_t expected_target_params(const TextConfig& t, Naming naming) {
     const bool kv_eq = full && t.attention_k_eq_v;
     const uint64_t kv = (kv_eq && t.num_global_key_value_heads) ? *t.num_global_key_value_heads : t.num_key_value_heads;
     const bool has_kv = i < first_shared || naming == Naming::Hf;
-    const uint64_t mlp = t.intermediate_size * ((t.use_double_wide_mlp && first_shared > 0 && i >= first_shared) ? 2 : 1);
-    n += 4 * H + 1;                           // four norms + layer_scalar
-    n += 2 * nH * D * H + D;                  // q_proj, o_proj, q_norm
+    const uint64_t mlp =
+        t.intermediate_size * ((t.use_double_wide_mlp && first_shared > 0 && i >= first_shared) ? 2 : 1);
+    n += 4 * H + 1;                                     // four norms + layer_scalar
+    n += 2 * nH * D * H + D;                            // q_proj, o_proj, q_norm
     if (has_kv) n += kv * D * H * (kv_eq ? 1 : 2) + D;  // k_proj (+ v_proj), k_norm
     n += 3 * mlp * H;
     if (W > 0) n += 2 * W * H + H;
@@ -176,7 +177,7 @@ uint64_t expected_kv_per_token(const TextConfig& t, LayerType type) {
     const bool full = type == LayerType::Full;
     const uint64_t D = full ? t.global_head_dim : t.head_dim;
     const uint64_t kv = (full && t.attention_k_eq_v && t.num_global_key_value_heads) ? *t.num_global_key_value_heads
-                                                                                      : t.num_key_value_heads;
+                                                                                     : t.num_key_value_heads;
     n += 2 * kv * D * 4;
   }
   return n;
@@ -369,7 +370,8 @@ TEST(SynthRoundtrip, ConfigsCarryEveryKeyOfTheGoldenConfigs) {
       EXPECT_EQ(c.contains("quantization_config"), v.quant.has_value());
       const json dc = synth::plan_drafter(o).config;
       for (const auto& k : dtop) EXPECT_TRUE(keys_of(dc).count(k)) << p << " drafter config lacks " << k;
-      for (const auto& k : dtext) EXPECT_TRUE(keys_of(dc.at("text_config")).count(k)) << p << " drafter text lacks " << k;
+      for (const auto& k : dtext)
+        EXPECT_TRUE(keys_of(dc.at("text_config")).count(k)) << p << " drafter text lacks " << k;
     }
   }
   // The MoE router override is written into both quantization blocks (docs/gemma4.md §4).
@@ -448,8 +450,10 @@ double relative_row_error(const ModuleRef& a, const ModuleRef& b, int64_t rows) 
 TEST(SynthValues, QuantizedCheckpointIsTheQuantizedDenseOne) {
   // Same seed: the quantized checkpoint holds the MLX-affine quantization of the dense weights.
   const Written dense = write_pair(options_for("tiny-kveq", {"f32", DType::F32, std::nullopt, Naming::Mlx}), "qv-f32");
-  const Written q8 = write_pair(options_for("tiny-kveq", {"q8", DType::BF16, QuantSpec{8, 32, "affine"}, Naming::Mlx}), "qv-q8");
-  const Written q4 = write_pair(options_for("tiny-kveq", {"q4", DType::BF16, QuantSpec{4, 64, "affine"}, Naming::Mlx}), "qv-q4");
+  const Written q8 =
+      write_pair(options_for("tiny-kveq", {"q8", DType::BF16, QuantSpec{8, 32, "affine"}, Naming::Mlx}), "qv-q8");
+  const Written q4 =
+      write_pair(options_for("tiny-kveq", {"q4", DType::BF16, QuantSpec{4, 64, "affine"}, Naming::Mlx}), "qv-q4");
   const TargetCheckpoint td = load_target(dense.model), t8 = load_target(q8.model), t4 = load_target(q4.model);
   ASSERT_TRUE(t8.embed_tokens.quantized);
   // MLX's rule pins the larger extreme exactly and may shrink the step to ~(n-0.5)/n of
@@ -499,8 +503,8 @@ std::map<std::string, std::string> dir_contents(const std::string& dir) {
 }
 
 TEST(SynthDeterminism, SameSeedSameBytesOtherSeedOtherWeights) {
-  for (const auto& [preset, variant] : {std::pair{std::string("tiny-moe"), variants()[6]},
-                                        std::pair{std::string("tiny-e4b"), variants()[0]}}) {
+  for (const auto& [preset, variant] :
+       {std::pair{std::string("tiny-moe"), variants()[6]}, std::pair{std::string("tiny-e4b"), variants()[0]}}) {
     SCOPED_TRACE(preset);
     const Written a = write_pair(options_for(preset, variant, 11), preset + "-det-a");
     const Written b = write_pair(options_for(preset, variant, 11), preset + "-det-b");
@@ -558,7 +562,8 @@ TEST(SynthWriter, ShardsLikeHuggingFaceAndLoadsTheSameTensors) {
   wo.max_shard_bytes = 700'000;
   const auto written = synth::write_checkpoint(synth::plan_target(o), dir, wo);
   ASSERT_GT(written.weight_files.size(), 2u);
-  EXPECT_EQ(written.weight_files.front(), fmt::format("model-00001-of-{:05d}.safetensors", written.weight_files.size()));
+  EXPECT_EQ(written.weight_files.front(),
+            fmt::format("model-00001-of-{:05d}.safetensors", written.weight_files.size()));
   EXPECT_FALSE(fs::exists(dir + "/model.safetensors"));
   const json index = json::parse(read_file(dir + "/model.safetensors.index.json"));
   EXPECT_EQ(index["metadata"]["total_size"].get<uint64_t>(), written.tensor_bytes);
@@ -655,13 +660,14 @@ FullSize check_full_size(const std::string& preset, const Variant& v) {
   EXPECT_EQ(s.parameters, expected_target_params(synth::find_preset(preset).text, v.naming));
   EXPECT_EQ(s.tensor_bytes, tp.data_bytes());
   EXPECT_EQ(s.bytes_per_token, expected_bytes_per_token(t.store, t.config.text, t.prefix));
-  EXPECT_TRUE(s.drafter->compat_problems.empty()) << (s.drafter->compat_problems.empty() ? "" : s.drafter->compat_problems[0]);
+  EXPECT_TRUE(s.drafter->compat_problems.empty())
+      << (s.drafter->compat_problems.empty() ? "" : s.drafter->compat_problems[0]);
   EXPECT_EQ(s.drafter->parameters, expected_drafter_params(synth::find_preset(preset), 262144));
-  std::cout << fmt::format("  {:8} {:10} params {:>14} ({:.2f} B)  tensors {:>12}  per token {:>12}  KV f32 {} B/token full + "
-                           "{} sliding  drafter {} B ({} params)\n",
-                           preset, v.label, s.parameters, s.parameters / 1e9, s.tensor_bytes, s.bytes_per_token,
-                           s.kv_bytes_per_token_full, format_bytes(s.kv_bytes_sliding_total), s.drafter->tensor_bytes,
-                           s.drafter->parameters);
+  std::cout << fmt::format(
+      "  {:8} {:10} params {:>14} ({:.2f} B)  tensors {:>12}  per token {:>12}  KV f32 {} B/token full + "
+      "{} sliding  drafter {} B ({} params)\n",
+      preset, v.label, s.parameters, s.parameters / 1e9, s.tensor_bytes, s.bytes_per_token, s.kv_bytes_per_token_full,
+      format_bytes(s.kv_bytes_sliding_total), s.drafter->tensor_bytes, s.drafter->parameters);
   return {s.parameters, s.tensor_bytes, s.bytes_per_token, s.drafter->tensor_bytes};
 }
 
@@ -697,7 +703,8 @@ TEST(SynthFullSize, InventoriesValidateAndCountsArePlausible) {
 TEST(SynthFullSize, KvSharingMapsMatchTheSpec) {
   const auto load = [](const std::string& preset) {
     const auto plan = synth::plan_target(options_for(preset, variants()[3]));
-    return load_target(plan.config, "/synthetic/config.json", TensorStore::from_views("/synthetic", synth::plan_views(plan)));
+    return load_target(plan.config, "/synthetic/config.json",
+                       TensorStore::from_views("/synthetic", synth::plan_views(plan)));
   };
   const TargetCheckpoint e2b = load("e2b"), e4b = load("e4b"), moe = load("26b-a4b");
   EXPECT_EQ(e2b.config.last_sliding_donor, 13);

@@ -78,7 +78,8 @@ TEST(TargetErrors, ContextLimitConfigured) {
 TEST(TargetErrors, ContextLimitFromConfig) {
   const fs::path dir = fs::temp_directory_path() / ("specula_maxpos_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  fs::copy_file(fs::path(kModel) / "model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
+  fs::copy_file(fs::path(kModel) / "model.safetensors", dir / "model.safetensors",
+                fs::copy_options::overwrite_existing);
   nlohmann::json cfg = read_json_file(kModel + "/config.json");
   cfg["text_config"]["max_position_embeddings"] = 5;
   std::ofstream(dir / "config.json") << cfg.dump();
@@ -95,7 +96,8 @@ TEST(TargetErrors, ContextLimitFromConfig) {
 TEST(TargetErrors, CheckpointDisagreeingWithConfigFailsAtLoad) {
   const fs::path dir = fs::temp_directory_path() / ("specula_badcfg_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  fs::copy_file(fs::path(kModel) / "model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
+  fs::copy_file(fs::path(kModel) / "model.safetensors", dir / "model.safetensors",
+                fs::copy_options::overwrite_existing);
   nlohmann::json cfg = read_json_file(kModel + "/config.json");
   cfg["text_config"]["intermediate_size"] = 320;  // tensors say 256
   std::ofstream(dir / "config.json") << cfg.dump();
@@ -121,7 +123,8 @@ TEST(TargetErrors, ChunkAndRowRequests) {
   const std::vector<int32_t> ids = {2, 3, 4, 5, 6};
   ForwardRequest r;
   r.chunk = 5;
-  expect_error([&] { model->forward(cache, ids, r, pool); }, "forward chunk of 5 rows exceeds the cache's maximum chunk of 4");
+  expect_error([&] { model->forward(cache, ids, r, pool); },
+               "forward chunk of 5 rows exceeds the cache's maximum chunk of 4");
   r = {};
   r.rows = OutputRows::Selected;
   r.selected = {1, 5};

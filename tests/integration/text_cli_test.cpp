@@ -5,9 +5,9 @@
 // a vocabulary too small for the tokenizer, conflicting options) exit with the right codes.
 #include <gtest/gtest.h>
 
-#include "cli_runner.h"
 #include <stdlib.h>
 #include <sys/wait.h>
+#include "cli_runner.h"
 
 #include <algorithm>
 #include <array>
@@ -47,8 +47,8 @@ class TextCli : public ::testing::Test {
 
   // The text `specula detokenize` makes of `ids` (special tokens skipped, as the stream does).
   static std::string detokenize(const std::vector<int32_t>& ids) {
-    const Result r = run_cli("detokenize --model " + model() + " --skip-special --json --ids '" +
-                             nlohmann::json(ids).dump() + "'");
+    const Result r =
+        run_cli("detokenize --model " + model() + " --skip-special --json --ids '" + nlohmann::json(ids).dump() + "'");
     EXPECT_EQ(r.code, 0);
     return nlohmann::json::parse(r.out).at("text").get<std::string>();
   }
@@ -137,10 +137,10 @@ TEST_F(TextCli, CheckpointWithoutTokenizerTakesTokensButNotText) {
 }
 
 TEST_F(TextCli, UsageErrors) {
-  EXPECT_EQ(run_cli("run --model " + model()).code, 2);                              // no prompt at all
-  EXPECT_EQ(run_cli("run --model " + model() + " --tokens 2 --prompt x").code, 2);   // both
-  EXPECT_EQ(run_cli("run --model " + model() + " --chat").code, 2);                  // --chat without --prompt
-  EXPECT_EQ(run_cli("run --model " + model() + " --prompt x --system y").code, 2);   // --system without --chat
+  EXPECT_EQ(run_cli("run --model " + model()).code, 2);                             // no prompt at all
+  EXPECT_EQ(run_cli("run --model " + model() + " --tokens 2 --prompt x").code, 2);  // both
+  EXPECT_EQ(run_cli("run --model " + model() + " --chat").code, 2);                 // --chat without --prompt
+  EXPECT_EQ(run_cli("run --model " + model() + " --prompt x --system y").code, 2);  // --system without --chat
 }
 
 TEST_F(TextCli, SynthRejectsAVocabularySmallerThanTheTokenizer) {

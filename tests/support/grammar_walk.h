@@ -18,9 +18,37 @@ namespace specula::test {
 inline std::vector<std::string> walk_vocabulary() {
   std::vector<std::string> v;
   for (int b = 0; b < 256; ++b) v.push_back(std::string(1, static_cast<char>(b)));
-  for (const char* s : {"{\"", "\":", "\": ", "\", \"", "\"}", "]}", "}]", ", ", "true", "false", "null", "celsius",
-                        "fahrenheit", "\xe4\xb8\xad", "\xc3\xa9", "\xe4\xb8", "\xad\xe6\x96\x87", "12", "-3", ".5",
-                        "abc", "\\u00e9", "\\n", " \"", "\"a\"", "[\"", "\"]", "0", "100", "{}", "[]"})
+  for (const char* s : {"{\"",
+                        "\":",
+                        "\": ",
+                        "\", \"",
+                        "\"}",
+                        "]}",
+                        "}]",
+                        ", ",
+                        "true",
+                        "false",
+                        "null",
+                        "celsius",
+                        "fahrenheit",
+                        "\xe4\xb8\xad",
+                        "\xc3\xa9",
+                        "\xe4\xb8",
+                        "\xad\xe6\x96\x87",
+                        "12",
+                        "-3",
+                        ".5",
+                        "abc",
+                        "\\u00e9",
+                        "\\n",
+                        " \"",
+                        "\"a\"",
+                        "[\"",
+                        "\"]",
+                        "0",
+                        "100",
+                        "{}",
+                        "[]"})
     v.push_back(s);
   v.push_back("");  // end token
   return v;

@@ -64,10 +64,12 @@ inline std::string schema_violation(const nlohmann::json& value, const nlohmann:
   }
   if (value.is_array()) {
     if (schema.contains("minItems") && value.size() < schema["minItems"].get<size_t>()) return path + ": too few items";
-    if (schema.contains("maxItems") && value.size() > schema["maxItems"].get<size_t>()) return path + ": too many items";
+    if (schema.contains("maxItems") && value.size() > schema["maxItems"].get<size_t>())
+      return path + ": too many items";
     if (schema.contains("items"))
       for (size_t i = 0; i < value.size(); ++i)
-        if (auto e = schema_violation(value[i], schema["items"], root, path + "[" + std::to_string(i) + "]"); !e.empty())
+        if (auto e = schema_violation(value[i], schema["items"], root, path + "[" + std::to_string(i) + "]");
+            !e.empty())
           return e;
   }
   if (value.is_string()) {
@@ -80,8 +82,10 @@ inline std::string schema_violation(const nlohmann::json& value, const nlohmann:
     const auto v = value.get<int64_t>();
     if (schema.contains("minimum") && v < schema["minimum"].get<double>()) return path + ": below minimum";
     if (schema.contains("maximum") && v > schema["maximum"].get<double>()) return path + ": above maximum";
-    if (schema.contains("exclusiveMinimum") && v <= schema["exclusiveMinimum"].get<double>()) return path + ": not above exclusiveMinimum";
-    if (schema.contains("exclusiveMaximum") && v >= schema["exclusiveMaximum"].get<double>()) return path + ": not below exclusiveMaximum";
+    if (schema.contains("exclusiveMinimum") && v <= schema["exclusiveMinimum"].get<double>())
+      return path + ": not above exclusiveMinimum";
+    if (schema.contains("exclusiveMaximum") && v >= schema["exclusiveMaximum"].get<double>())
+      return path + ": not below exclusiveMaximum";
   }
   return "";
 }

@@ -32,7 +32,8 @@ struct Variant {
 };
 
 std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
-  std::string s = info.param.preset + (info.param.quantized ? "_q4g64_" : "_bf16_") + precision_name(info.param.precision);
+  std::string s =
+      info.param.preset + (info.param.quantized ? "_q4g64_" : "_bf16_") + precision_name(info.param.precision);
   for (char& c : s)
     if (c == '-') c = '_';
   return s;
@@ -65,8 +66,8 @@ std::vector<int32_t> pseudo_random_tokens(int64_t n, uint32_t seed, int64_t voca
 class BatchedForward : public ::testing::TestWithParam<Variant> {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("specula_batched_" + variant_name({GetParam(), 0}) + "_" +
-                                        std::to_string(::getpid()));
+    dir_ = fs::temp_directory_path() /
+           ("specula_batched_" + variant_name({GetParam(), 0}) + "_" + std::to_string(::getpid()));
     synth::SynthOptions o;
     o.preset = GetParam().preset;
     o.seed = 11;

@@ -9,11 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include "spec_golden_util.h"
 #include "specula/kernels/softmax.h"
 #include "specula/model/drafter.h"
 #include "specula/model/target_model.h"
 #include "specula/util/error.h"
-#include "spec_golden_util.h"
 
 namespace specula {
 namespace {
@@ -57,9 +57,9 @@ void expect_same_bytes(const DraftStep& got, const DraftStep& want, const std::s
   EXPECT_EQ(got.token, want.token);
   EXPECT_EQ(got.position, want.position);
   ASSERT_EQ(got.post_projection.size(), want.post_projection.size());
-  EXPECT_EQ(std::memcmp(got.post_projection.data(), want.post_projection.data(),
-                        sizeof(float) * want.post_projection.size()),
-            0);
+  EXPECT_EQ(
+      std::memcmp(got.post_projection.data(), want.post_projection.data(), sizeof(float) * want.post_projection.size()),
+      0);
   ASSERT_EQ(got.candidate_ids, want.candidate_ids);
   ASSERT_EQ(got.candidate_scores.size(), want.candidate_scores.size());
   EXPECT_EQ(std::memcmp(got.candidate_scores.data(), want.candidate_scores.data(),

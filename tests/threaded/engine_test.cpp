@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "spec_golden_util.h"
 #include "specula/engine/engine.h"
 #include "specula/model/generate.h"
 #include "specula/model/target_model.h"
@@ -29,7 +30,6 @@
 #include "specula/text/tokenizer.h"
 #include "specula/util/error.h"
 #include "specula/util/thread_pool.h"
-#include "spec_golden_util.h"
 
 namespace specula {
 namespace {
@@ -52,8 +52,9 @@ std::vector<int32_t> long_prompt(size_t n) {
   return p;
 }
 
-std::unique_ptr<Engine> load_engine(const std::string& draft = "", bool prompt_cache = true, int64_t prefill_chunk = 512,
-                                    int64_t max_context = 0, const std::string& gamma = "auto") {
+std::unique_ptr<Engine> load_engine(const std::string& draft = "", bool prompt_cache = true,
+                                    int64_t prefill_chunk = 512, int64_t max_context = 0,
+                                    const std::string& gamma = "auto") {
   EngineOptions o;
   o.model_dir = (kGolden / "model").string();
   o.draft = draft == "drafter" ? (kGolden / "drafter").string() : draft;

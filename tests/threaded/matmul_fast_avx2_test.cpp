@@ -12,14 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "isa_guard.h"
+#include "random_weights.h"
 #include "specula/kernels/isa.h"
 #include "specula/kernels/matmul.h"
 #include "specula/kernels/matmul_kernels.h"
 #include "specula/kernels/packed_affine.h"
 #include "specula/kernels/quant.h"
 #include "specula/util/half.h"
-#include "isa_guard.h"
-#include "random_weights.h"
 
 namespace specula {
 namespace {

@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "isa_guard.h"
+#include "random_weights.h"
 #include "specula/kernels/isa.h"
 #include "specula/kernels/matmul.h"
 #include "specula/kernels/quant.h"
 #include "specula/util/error.h"
 #include "specula/util/half.h"
-#include "isa_guard.h"
-#include "random_weights.h"
 
 namespace specula {
 namespace {
@@ -112,9 +112,10 @@ TEST(MatmulFast, SupportFollowsFormatAndCpu) {
   IsaGuard guard;
   std::mt19937 rng(3);
   const CpuFeatures& f = cpu_features();
-  for (const Spec& spec : {Spec{WeightFormat::Affine, 4, 64, DType::BF16}, Spec{WeightFormat::Affine, 8, 32, DType::F16},
-                           Spec{WeightFormat::Affine, 3, 64, DType::BF16}, Spec{WeightFormat::BF16, 0, 0, DType::BF16},
-                           Spec{WeightFormat::F16, 0, 0, DType::F16}, Spec{WeightFormat::F32, 0, 0, DType::F32}}) {
+  for (const Spec& spec :
+       {Spec{WeightFormat::Affine, 4, 64, DType::BF16}, Spec{WeightFormat::Affine, 8, 32, DType::F16},
+        Spec{WeightFormat::Affine, 3, 64, DType::BF16}, Spec{WeightFormat::BF16, 0, 0, DType::BF16},
+        Spec{WeightFormat::F16, 0, 0, DType::F16}, Spec{WeightFormat::F32, 0, 0, DType::F32}}) {
     const Weights wt = make_weights(spec, 4, 128, rng);
     // Affine 4/8-bit: the VNNI kernel or, under the AVX2 kernel set (and without VNNI), the AVX2
     // kernel with the same bytes; bf16: only with AVX-512 BF16.
@@ -205,7 +206,8 @@ TEST(MatmulFast, PrefillRowsEqualDecodeRows) {
   ThreadPool two(2);
   std::mt19937 rng(8);
   const int64_t n = 150, k = 512, m = 40;
-  for (const Spec& spec : {Spec{WeightFormat::Affine, 4, 64, DType::BF16}, Spec{WeightFormat::BF16, 0, 0, DType::BF16}}) {
+  for (const Spec& spec :
+       {Spec{WeightFormat::Affine, 4, 64, DType::BF16}, Spec{WeightFormat::BF16, 0, 0, DType::BF16}}) {
     const Weights wt = make_weights(spec, n, k, rng);
     const std::vector<float> x = random_x(m, k, rng);
     for (const Precision precision : kLowPrecisions) {
@@ -286,8 +288,9 @@ TEST(MatmulFast, HonoursRowStrides) {
   ThreadPool pool(2);
   std::mt19937 rng(6);
   const int64_t m = 9, n = 21, k = 256, ldx = 300, ldy = 30;
-  for (const Spec& spec : {Spec{WeightFormat::Affine, 4, 32, DType::BF16}, Spec{WeightFormat::Affine, 8, 128, DType::F32},
-                           Spec{WeightFormat::BF16, 0, 0, DType::BF16}}) {
+  for (const Spec& spec :
+       {Spec{WeightFormat::Affine, 4, 32, DType::BF16}, Spec{WeightFormat::Affine, 8, 128, DType::F32},
+        Spec{WeightFormat::BF16, 0, 0, DType::BF16}}) {
     const Weights wt = make_weights(spec, n, k, rng);
     const std::vector<float> packed = random_x(m, k, rng);
     std::vector<float> strided(m * ldx, NAN);

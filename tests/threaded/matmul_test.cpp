@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "isa_guard.h"
+#include "random_weights.h"
 #include "specula/kernels/isa.h"
 #include "specula/kernels/matmul.h"
 #include "specula/kernels/quant.h"
 #include "specula/util/error.h"
 #include "specula/util/half.h"
-#include "isa_guard.h"
-#include "random_weights.h"
 
 namespace specula {
 namespace {
@@ -73,7 +73,8 @@ Weights make_weights(const FormatSpec& spec, int64_t rows, int64_t cols, std::mt
   r.bits = spec.bits;
   r.gs = spec.gs;
   r.sd = spec.sd;
-  static_cast<test::RandomWeights&>(r) = test::random_weights(spec.format, spec.bits, spec.gs, spec.sd, rows, cols, rng);
+  static_cast<test::RandomWeights&>(r) =
+      test::random_weights(spec.format, spec.bits, spec.gs, spec.sd, rows, cols, rng);
   return r;
 }
 
@@ -138,8 +139,8 @@ TEST(Matmul, EveryKernelSetAgreesWithReference) {
       for (Isa isa : available_isas()) {
         set_active_isa(isa);
         for (int64_t m : {1, 3, 8, 13, 64}) {
-          SCOPED_TRACE(wt.name() + " K=" + std::to_string(k) + " M=" + std::to_string(m) + " isa=" +
-                       std::string(isa_name(isa)));
+          SCOPED_TRACE(wt.name() + " K=" + std::to_string(k) + " M=" + std::to_string(m) +
+                       " isa=" + std::string(isa_name(isa)));
           std::vector<float> y(m * n, NAN);
           matmul(x.data(), m, wt.w, y.data(), m == 13 ? two : one);
           for (int64_t i = 0; i < m * n; ++i) {
@@ -194,9 +195,9 @@ TEST(Matmul, HonoursRowStrides) {
   ThreadPool pool(2);
   std::mt19937 rng(5);
   const int64_t m = 5, n = 21, k = 128, ldx = 140, ldy = 30;
-  for (const FormatSpec& spec : {FormatSpec{WeightFormat::BF16, 0, 0, DType::BF16},
-                                 FormatSpec{WeightFormat::Affine, 4, 64, DType::BF16},
-                                 FormatSpec{WeightFormat::Affine, 3, 32, DType::F16}}) {
+  for (const FormatSpec& spec :
+       {FormatSpec{WeightFormat::BF16, 0, 0, DType::BF16}, FormatSpec{WeightFormat::Affine, 4, 64, DType::BF16},
+        FormatSpec{WeightFormat::Affine, 3, 32, DType::F16}}) {
     const Weights wt = make_weights(spec, n, k, rng);
     const std::vector<float> packed = random_x(m, k, rng);
     std::vector<float> strided(m * ldx, NAN);
@@ -220,7 +221,7 @@ TEST(Matmul, RejectsInvalidArguments) {
   Weights wt = make_weights({WeightFormat::Affine, 4, 64, DType::BF16}, 4, 128, rng);
   std::vector<float> x(2 * 128), y(2 * 4);
   EXPECT_THROW(matmul(x.data(), 2, 100, wt.w, y.data(), 4, pool), Error);  // ldx < K
-  EXPECT_THROW(matmul(x.data(), 2, 128, wt.w, y.data(), 3, pool), Error);   // ldy < N
+  EXPECT_THROW(matmul(x.data(), 2, 128, wt.w, y.data(), 3, pool), Error);  // ldy < N
   WeightMatrix bad = wt.w;
   bad.bits = 7;
   EXPECT_THROW(matmul(x.data(), 2, bad, y.data(), pool), Error);

@@ -7,11 +7,11 @@
 #include <random>
 #include <vector>
 
+#include "random_weights.h"
 #include "specula/kernels/isa.h"
 #include "specula/kernels/matmul.h"
 #include "specula/kernels/packed_affine.h"
 #include "specula/kernels/quant.h"
-#include "random_weights.h"
 
 namespace specula {
 namespace {
@@ -60,10 +60,12 @@ TEST(PackedAffine, HoldsEveryCodeScaleAndBiasWhereTheLayoutSays) {
     const size_t sd = dtype_size(f.sd);
     const int64_t code_bytes = packed_group_bytes(w) - 2 * kPackedRows * static_cast<int64_t>(sd);
     for (int64_t row = 0; row < 48; ++row) {  // three blocks: rows past N must read as zero
-      const auto* words = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.data) + std::min(row, n - 1) * w.row_bytes());
+      const auto* words =
+          reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.data) + std::min(row, n - 1) * w.row_bytes());
       for (int64_t col = 0; col < k; ++col) {
         const uint32_t want = row < n ? unpack_code(words, f.bits, col) : 0;
-        ASSERT_EQ(packed_code(w, packed.data(), row, col), want) << f.bits << "-bit gs " << f.gs << " (" << row << ", " << col << ")";
+        ASSERT_EQ(packed_code(w, packed.data(), row, col), want)
+            << f.bits << "-bit gs " << f.gs << " (" << row << ", " << col << ")";
       }
       for (int64_t g = 0; g < w.groups_per_row(); ++g) {
         const uint8_t* group = packed.data() + ((row / 16) * w.groups_per_row() + g) * packed_group_bytes(w);

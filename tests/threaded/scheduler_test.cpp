@@ -15,13 +15,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "spec_golden_util.h"
 #include "specula/engine/scheduler.h"
 #include "specula/io/config.h"
-#include "specula/model/target_model.h"
 #include "specula/model/drafter.h"
+#include "specula/model/target_model.h"
 #include "specula/speculative/speculative.h"
 #include "specula/util/error.h"
-#include "spec_golden_util.h"
 
 namespace specula {
 namespace {
@@ -32,8 +32,8 @@ struct Case {
   std::vector<int32_t> prompt;
   SpeculativeOptions options;
   bool drafter = false;
-  int64_t cancel_after = -1;   // stop at the first step boundary with at least this many tokens
-  int64_t join_after = 0;      // start once the first generation has emitted this many tokens
+  int64_t cancel_after = -1;  // stop at the first step boundary with at least this many tokens
+  int64_t join_after = 0;     // start once the first generation has emitted this many tokens
 };
 
 std::vector<int32_t> repeated(const std::vector<int32_t>& base, size_t length) {
@@ -55,13 +55,13 @@ std::vector<Case> mixed_cases(const std::vector<int32_t>& base) {
     return o;
   };
   std::vector<Case> c;
-  c.push_back({repeated(base, 3), opts(0, false, 0.0, 0), false, -1, 0});    // plain greedy
-  c.push_back({repeated(base, 29), opts(3, false, 0.0, 0), true, -1, 0});    // drafter, gamma 3
-  c.push_back({repeated(base, 11), opts(2, true, 0.0, 0), true, -1, 2});     // drafter, auto
-  c.push_back({repeated(base, 40), opts(2, false, 0.8, 5), true, -1, 4});    // sampled, gamma 2
-  c.push_back({repeated(base, 17), opts(2, true, 0.9, 9), true, -1, 6});     // sampled, auto
-  c.push_back({repeated(base, 33), opts(4, false, 0.0, 0), false, -1, 6});   // prompt lookup
-  c.push_back({repeated(base, 21), opts(2, false, 0.0, 0), true, 5, 8});     // cancelled
+  c.push_back({repeated(base, 3), opts(0, false, 0.0, 0), false, -1, 0});   // plain greedy
+  c.push_back({repeated(base, 29), opts(3, false, 0.0, 0), true, -1, 0});   // drafter, gamma 3
+  c.push_back({repeated(base, 11), opts(2, true, 0.0, 0), true, -1, 2});    // drafter, auto
+  c.push_back({repeated(base, 40), opts(2, false, 0.8, 5), true, -1, 4});   // sampled, gamma 2
+  c.push_back({repeated(base, 17), opts(2, true, 0.9, 9), true, -1, 6});    // sampled, auto
+  c.push_back({repeated(base, 33), opts(4, false, 0.0, 0), false, -1, 6});  // prompt lookup
+  c.push_back({repeated(base, 21), opts(2, false, 0.0, 0), true, 5, 8});    // cancelled
   c.back().options.max_tokens = 400;
   c[0].options.max_tokens = 40;  // the first one runs while the others join
   for (Case& k : c)
@@ -76,7 +76,10 @@ std::vector<int32_t> alone(const TargetModel& model, const Drafter* drafter, con
   int64_t n = 0;
   if (c.cancel_after >= 0) o.on_step = [&] { return n < c.cancel_after; };
   return generate_speculative(model, cache, c.drafter ? drafter : nullptr, c.prompt, o, pool,
-                              [&](int32_t) { ++n; return true; })
+                              [&](int32_t) {
+                                ++n;
+                                return true;
+                              })
       .tokens;
 }
 
@@ -99,8 +102,7 @@ TEST_P(SchedulerConcurrency, EveryGenerationGetsItsAloneTokens) {
   to.prefill_chunk = 8;
   auto model = TargetModel::load((dir / "model").string(), to);
   auto drafter = Drafter::load((dir / "drafter").string(), *model);
-  const auto base =
-      read_json_file((dir / "expected.json").string()).at("prompt").get<std::vector<int32_t>>();
+  const auto base = read_json_file((dir / "expected.json").string()).at("prompt").get<std::vector<int32_t>>();
   const std::vector<Case> cases = mixed_cases(base);
   std::vector<std::vector<int32_t>> want;
   for (const Case& c : cases) want.push_back(alone(*model, drafter.get(), c));

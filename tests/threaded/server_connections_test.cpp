@@ -132,8 +132,9 @@ class ServerConnections : public ::testing::Test {
   }
   static std::string model() { return dir_ + "/model"; }
   static std::vector<std::string> args(const std::string& read_timeout_s) {
-    return {"--model", model(), "--threads", "1", "--max-queue", "4", "--max-connections",
-            std::to_string(kMaxConnections), "--read-timeout-s", read_timeout_s};
+    return {"--model",          model(),       "--threads",         "1",
+            "--max-queue",      "4",           "--max-connections", std::to_string(kMaxConnections),
+            "--read-timeout-s", read_timeout_s};
   }
   static std::string dir_;
 };

@@ -49,8 +49,8 @@ class Server : public ::testing::Test {
   // loaded, a small context so "too long" is cheap to reach.
   static ServerProcess& shared() {
     if (server_ == nullptr) {
-      server_ = new ServerProcess({"--model", model(), "--draft", drafter(), "--threads", "1", "--ctx", "256",
-                                   "--max-body-bytes", "100000"});
+      server_ = new ServerProcess(
+          {"--model", model(), "--draft", drafter(), "--threads", "1", "--ctx", "256", "--max-body-bytes", "100000"});
       EXPECT_TRUE(server_->wait_ready());
     }
     return *server_;
@@ -272,8 +272,8 @@ TEST_F(Server, QueueFullDisconnectApiKeyAndSigterm) {
   std::atomic<int> long_status{0};
   std::string long_finish;
   std::thread long_request([&] {
-    auto r = post(s, "/v1/completions",
-                  json{{"prompt", "Hello"}, {"max_tokens", 1000000}, {"ignore_eos", true}}.dump(), auth);
+    auto r = post(s, "/v1/completions", json{{"prompt", "Hello"}, {"max_tokens", 1000000}, {"ignore_eos", true}}.dump(),
+                  auth);
     if (r) {
       long_status = r->status;
       long_finish = json::parse(r->body)["choices"][0]["finish_reason"];
@@ -346,9 +346,9 @@ TEST_F(Server, SeedsGammaReserveModelByIdCorsAccessLogAndAHungUpClient) {
   EXPECT_EQ(json::parse(m->body)["error"]["code"], "model_not_found");
 
   // CORS: a preflight from the allowed origin, the header on answers to it, none for others.
-  auto pre = c.Options("/v1/chat/completions",
-                       {{"Origin", "http://app.example"}, {"Access-Control-Request-Method", "POST"},
-                        {"Access-Control-Request-Headers", "authorization, content-type"}});
+  auto pre = c.Options("/v1/chat/completions", {{"Origin", "http://app.example"},
+                                                {"Access-Control-Request-Method", "POST"},
+                                                {"Access-Control-Request-Headers", "authorization, content-type"}});
   ASSERT_TRUE(pre);
   EXPECT_EQ(pre->status, 204);
   EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "http://app.example");

@@ -21,9 +21,20 @@ std::vector<float> inputs(size_t n, uint32_t seed) {
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::vector<float> v(n);
   for (auto& x : v) x = normal(rng);
-  const float specials[] = {0.0f, -0.0f, 0.25f, -0.25f, std::nextafter(0.25f, 0.0f), 44.0f, -88.0f, 1e30f, -1e30f,
-                            1e-30f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                            std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min()};
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            0.25f,
+                            -0.25f,
+                            std::nextafter(0.25f, 0.0f),
+                            44.0f,
+                            -88.0f,
+                            1e30f,
+                            -1e30f,
+                            1e-30f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::denorm_min()};
   for (size_t i = 0; i < std::size(specials) && i < n; ++i) v[i * 7 % n] = specials[i];
   return v;
 }

@@ -82,11 +82,11 @@ bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 const Shape kShapes[] = {
-    {8, 2, 256, 64, 0, 0},      // E4B sliding-layer geometry, linear store
-    {8, 2, 512, 32, 0, 0},      // full-attention head dim
-    {4, 4, 40, 16, 48, 24},     // no GQA, dim with a 8-lane tail, ring store with a window
-    {20, 1, 24, 8, 0, 0},       // one KV head for 20 query heads (> 16 per slice, > 4 per V block)
-    {6, 3, 7, 5, 40, 20},       // dim below one vector
+    {8, 2, 256, 64, 0, 0},   // E4B sliding-layer geometry, linear store
+    {8, 2, 512, 32, 0, 0},   // full-attention head dim
+    {4, 4, 40, 16, 48, 24},  // no GQA, dim with a 8-lane tail, ring store with a window
+    {20, 1, 24, 8, 0, 0},    // one KV head for 20 query heads (> 16 per slice, > 4 per V block)
+    {6, 3, 7, 5, 40, 20},    // dim below one vector
 };
 
 TEST(AttentionIsa, AttentionSameBytesForEveryKernelAndThreadCount) {
@@ -105,8 +105,7 @@ TEST(AttentionIsa, AttentionSameBytesForEveryKernelAndThreadCount) {
       EXPECT_TRUE(same_bytes(want, run_attention(s, st, q, rows, first, Isa::Scalar, 3))) << "rows " << rows;
       for (int threads : {1, 2, 3, 5}) {
         EXPECT_TRUE(same_bytes(want, run_attention(s, st, q, rows, first, detected_isa(), threads)))
-            << "rows " << rows << " at " << first << ", " << isa_name(detected_isa()) << ", " << threads
-            << " threads";
+            << "rows " << rows << " at " << first << ", " << isa_name(detected_isa()) << ", " << threads << " threads";
       }
     }
   }
@@ -137,9 +136,9 @@ TEST(AttentionIsa, WorkSplitGivesEveryThreadWork) {
     return std::pair<int64_t, int64_t>{s.rows, s.heads};
   };
   using P = std::pair<int64_t, int64_t>;
-  EXPECT_EQ(split(1, 2, 4, 2), P(1, 4));    // decode, 2 KV heads, 2 threads: whole groups
-  EXPECT_EQ(split(1, 1, 4, 2), P(1, 2));    // one KV head: the group in halves
-  EXPECT_EQ(split(1, 1, 4, 16), P(1, 1));   // never below one head
+  EXPECT_EQ(split(1, 2, 4, 2), P(1, 4));   // decode, 2 KV heads, 2 threads: whole groups
+  EXPECT_EQ(split(1, 1, 4, 2), P(1, 2));   // one KV head: the group in halves
+  EXPECT_EQ(split(1, 1, 4, 16), P(1, 1));  // never below one head
   EXPECT_EQ(split(1, 2, 8, 8), P(1, 2));
   EXPECT_EQ(split(5, 1, 5, 2), P(3, 5));    // verify of 5 rows, one KV head: rows 3 + 2
   EXPECT_EQ(split(4, 2, 4, 2), P(4, 4));    // verify of 4 rows: one item per KV head

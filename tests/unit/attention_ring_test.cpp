@@ -233,7 +233,8 @@ TEST(KvCacheErrors, MessagesNameTheLimits) {
     ring.reserve_write(4);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("exceeds the sliding-window ring's limit of 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("exceeds the sliding-window ring's limit of 3"), std::string::npos)
+        << e.what();
   }
   for (int i = 0; i < 10; ++i) {
     ring.reserve_write(1);

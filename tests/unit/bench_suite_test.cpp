@@ -14,9 +14,9 @@
 #include "specula/bench/bench_suite.h"
 #include "specula/bench/compute_roof.h"
 #include "specula/bench/synthetic_models.h"
+#include "specula/model/drafter.h"
 #include "specula/model/target_model.h"
 #include "specula/speculative/controlled_acceptance.h"
-#include "specula/model/drafter.h"
 #include "specula/util/error.h"
 #include "specula/util/memory_bandwidth.h"
 
@@ -136,7 +136,8 @@ TEST(BenchSyntheticModels, WrittenOnceReusedAndRewrittenWhenDamaged) {
   EXPECT_TRUE(third.written);
   EXPECT_NO_THROW(TargetModel::load(third.model_dir));
   // No partial directories are left behind.
-  for (const auto& e : fs::directory_iterator(cache)) EXPECT_EQ(e.path().filename().string().find(".tiny"), std::string::npos);
+  for (const auto& e : fs::directory_iterator(cache))
+    EXPECT_EQ(e.path().filename().string().find(".tiny"), std::string::npos);
   fs::remove_all(cache);
 }
 

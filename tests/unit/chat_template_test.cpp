@@ -45,7 +45,9 @@ class ScratchDir {
   }
   ~ScratchDir() { fs::remove_all(path_); }
   const fs::path& path() const { return path_; }
-  void write(const std::string& name, const std::string& text) const { std::ofstream(path_ / name, std::ios::binary) << text; }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(path_ / name, std::ios::binary) << text;
+  }
 
  private:
   fs::path path_;
@@ -88,7 +90,8 @@ TEST(ChatTemplateGoldens, ChatTemplateRenderMatchesGoldens) {
     tokens["eos_token"] = ctx["eos_token"];
     ojson extra = ojson::object();
     if (ctx.contains("enable_thinking")) extra["enable_thinking"] = ctx["enable_thinking"];
-    const ChatTemplate chat(read_file(kTemplates / g["template"].get<std::string>()), g["template"].get<std::string>(), tokens);
+    const ChatTemplate chat(read_file(kTemplates / g["template"].get<std::string>()), g["template"].get<std::string>(),
+                            tokens);
     std::string rendered, error;
     try {
       rendered = chat.render(ctx["messages"], ctx.contains("tools") ? ctx["tools"] : ojson(nullptr),
@@ -141,12 +144,14 @@ TEST(ChatTemplateLoading, PicksNamedTemplatesFromAList) {
       {"name": "default", "template": "D{{ bos_token }}{{ messages[0].content }}{{ eos_token }}"}
     ]})");
   EXPECT_EQ(ChatTemplate::from_model_dir(dir.path()).render(user_message("x")), "D<s>x</s>");
-  EXPECT_EQ(ChatTemplate::from_model_dir(dir.path(), "tool_use").render(user_message("x"), ojson::array({1, 2})), "T<s>2");
+  EXPECT_EQ(ChatTemplate::from_model_dir(dir.path(), "tool_use").render(user_message("x"), ojson::array({1, 2})),
+            "T<s>2");
   try {
     ChatTemplate::from_model_dir(dir.path(), "rag");
     FAIL() << "no error for a missing named template";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("no chat template named 'rag' (available: tool_use, default)"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("no chat template named 'rag' (available: tool_use, default)"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -173,7 +178,8 @@ TEST(ChatTemplateLoading, ErrorsNameTheFileAndLine) {
     FAIL() << "no error for an unknown filter";
   } catch (const Error& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("chat_template.jinja: template line 3: unknown filter 'frobnicate'"), std::string::npos) << what;
+    EXPECT_NE(what.find("chat_template.jinja: template line 3: unknown filter 'frobnicate'"), std::string::npos)
+        << what;
   }
   const ChatTemplate runtime("a\n{{ messages[0].content.nope.deeper }}", "inline");
   try {

@@ -29,9 +29,9 @@ namespace fs = std::filesystem;
 const std::string kGoldens = std::string(SPECULA_TEST_DATA) + "/goldens";
 
 const std::vector<std::string> kCases = {
-    "dense-bf16-hf",      "dense-densehead-bf16",   "dense-q5g64-window4", "dense-q6g128-mlx",
-    "e4b-like-bf16-hf",   "e4b-like-q2g32-window6", "e4b-like-q4g64-mlx",  "kveq-densehead-random",
-    "kveq-q3g32-mlx",     "kveq-q8g64-mlx",         "moe-f32-hf",          "moe-q4g64-mlx"};
+    "dense-bf16-hf",    "dense-densehead-bf16",   "dense-q5g64-window4", "dense-q6g128-mlx",
+    "e4b-like-bf16-hf", "e4b-like-q2g32-window6", "e4b-like-q4g64-mlx",  "kveq-densehead-random",
+    "kveq-q3g32-mlx",   "kveq-q8g64-mlx",         "moe-f32-hf",          "moe-q4g64-mlx"};
 
 std::string golden(const std::string& name, const char* part) { return kGoldens + "/" + name + "/" + part; }
 
@@ -224,9 +224,10 @@ TEST(CheckpointGoldens, InventoryWithoutDataValidates) {
       EXPECT_EQ(t.layers.size(), 4u);
       EXPECT_EQ(t.layers[0].router_proj->quant.bits, 8);
       EXPECT_FALSE(t.generation.has_value());
-      views.erase(std::remove_if(views.begin(), views.end(),
-                                 [](const TensorView& v) { return v.name.find("layers.3.mlp.up_proj") != std::string::npos; }),
-                  views.end());
+      views.erase(
+          std::remove_if(views.begin(), views.end(),
+                         [](const TensorView& v) { return v.name.find("layers.3.mlp.up_proj") != std::string::npos; }),
+          views.end());
       expect_error([&] { load_target(raw, "plan.json", TensorStore::from_views(dir, views)); },
                    {"missing tensor language_model.model.layers.3.mlp.up_proj.weight"});
     } else {
@@ -242,9 +243,9 @@ TEST(CheckpointGoldens, InventoryWithoutDataValidates) {
 TEST(CheckpointInference, AbsentStackDependentKeysComeFromTensorShapes) {
   const Copy c("e4b-like-q4g64-mlx", "model");
   c.edit_config([](json& j) {
-    for (const char* k : {"num_kv_shared_layers", "use_double_wide_mlp", "hidden_size_per_layer_input",
-                          "vocab_size_per_layer_input", "global_head_dim", "attention_k_eq_v", "enable_moe_block",
-                          "tie_word_embeddings"})
+    for (const char* k :
+         {"num_kv_shared_layers", "use_double_wide_mlp", "hidden_size_per_layer_input", "vocab_size_per_layer_input",
+          "global_head_dim", "attention_k_eq_v", "enable_moe_block", "tie_word_embeddings"})
       j["text_config"].erase(k);
     j.erase("tie_word_embeddings");
   });
@@ -325,25 +326,22 @@ TEST(CheckpointErrors, OverrideNamingNoModule) {
 TEST(CheckpointErrors, WrongNumAttentionHeads) {
   const Copy c("dense-bf16-hf", "model");
   c.edit_config([](json& j) { j["text_config"]["num_attention_heads"] = 2; });
-  expect_error([&] { load_target(c.dir()); },
-               {"model.language_model.layers.0.self_attn.q_proj.weight", "dim 0 is 128",
-                "text_config.num_attention_heads (2)", "= 64"});
+  expect_error([&] { load_target(c.dir()); }, {"model.language_model.layers.0.self_attn.q_proj.weight", "dim 0 is 128",
+                                               "text_config.num_attention_heads (2)", "= 64"});
 }
 
 TEST(CheckpointErrors, WrongIntermediateSize) {
   const Copy c("e4b-like-bf16-hf", "model");
   c.edit_config([](json& j) { j["text_config"]["intermediate_size"] = 384; });
-  expect_error([&] { load_target(c.dir()); },
-               {"model.language_model.layers.0.mlp.gate_proj.weight", "dim 0 is 256", "text_config.intermediate_size",
-                "384"});
+  expect_error([&] { load_target(c.dir()); }, {"model.language_model.layers.0.mlp.gate_proj.weight", "dim 0 is 256",
+                                               "text_config.intermediate_size", "384"});
 }
 
 TEST(CheckpointErrors, DoubleWideFlagDisagreesWithSharerWidth) {
   const Copy c("e4b-like-bf16-hf", "model");
   c.edit_config([](json& j) { j["text_config"]["use_double_wide_mlp"] = false; });
-  expect_error([&] { load_target(c.dir()); },
-               {"model.language_model.layers.4.mlp.gate_proj.weight", "dim 0 is 512",
-                "text_config.use_double_wide_mlp false", "= 256"});
+  expect_error([&] { load_target(c.dir()); }, {"model.language_model.layers.4.mlp.gate_proj.weight", "dim 0 is 512",
+                                               "text_config.use_double_wide_mlp false", "= 256"});
 }
 
 TEST(CheckpointErrors, LayerScalarMissingOnOneLayer) {
@@ -469,21 +467,32 @@ TEST(CheckpointErrors, DrafterLayerScalarOnSomeLayersOnly) {
 
 TEST(CheckpointResolve, DenseAndQuantizedModules) {
   const TensorStore s = TensorStore::open_dir(golden("kveq-q8g64-mlx", "model"));
-  const QuantizationConfig q = parse_quantization(read_json_file(golden("kveq-q8g64-mlx", "model") + "/config.json"), "c.json");
+  const QuantizationConfig q =
+      parse_quantization(read_json_file(golden("kveq-q8g64-mlx", "model") + "/config.json"), "c.json");
   const ModuleRef m = resolve_module(s, q, "language_model.model.layers.0.self_attn.q_proj", {128, 128});
   EXPECT_TRUE(m.quantized);
   EXPECT_EQ(m.quant.bits, 8);
   EXPECT_EQ(m.dtype(), DType::BF16);
   EXPECT_EQ(m.nbytes(), 128u * 32 * 4 + 2 * (128u * 2 * 2));
-  expect_error([&] { resolve_module(s, q, "language_model.model.layers.0.self_attn.q_proj", {96, 128}); },
-               {"q_proj.weight", "dim 0 is 128", "96"});
-  expect_error([&] { resolve_module(s, q, "language_model.model.layers.0.self_attn.nope", {1, 1}); },
-               {"missing tensor language_model.model.layers.0.self_attn.nope.weight"});
-  expect_error([&] { resolve_module(s, QuantizationConfig{}, "language_model.model.layers.0.self_attn.q_proj", {128, 128}); },
-               {"no 'quantization' block"});
+  expect_error(
+      [&] {
+        resolve_module(s, q, "language_model.model.layers.0.self_attn.q_proj", {96, 128});
+      },
+      {"q_proj.weight", "dim 0 is 128", "96"});
+  expect_error(
+      [&] {
+        resolve_module(s, q, "language_model.model.layers.0.self_attn.nope", {1, 1});
+      },
+      {"missing tensor language_model.model.layers.0.self_attn.nope.weight"});
+  expect_error(
+      [&] {
+        resolve_module(s, QuantizationConfig{}, "language_model.model.layers.0.self_attn.q_proj", {128, 128});
+      },
+      {"no 'quantization' block"});
   EXPECT_EQ(resolve_vector(s, "language_model.model.norm.weight", 128).shape[0], 128);
   expect_error([&] { resolve_vector(s, "language_model.model.norm.weight", 64); }, {"norm.weight", "64"});
-  expect_error([&] { resolve_vector(s, "language_model.model.embed_tokens.weight", 512); }, {"embed_tokens.weight", "U32"});
+  expect_error([&] { resolve_vector(s, "language_model.model.embed_tokens.weight", 512); },
+               {"embed_tokens.weight", "U32"});
 }
 
 }  // namespace

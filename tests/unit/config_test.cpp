@@ -87,12 +87,9 @@ json text_config(const Family& f) {
 }
 
 json wrap(const json& text) {
-  return {{"model_type", "gemma4"},
-          {"architectures", {"Gemma4ForConditionalGeneration"}},
-          {"text_config", text},
-          {"eos_token_id", {1, 106}},
-          {"bos_token_id", 2},
-          {"tie_word_embeddings", true}};
+  return {{"model_type", "gemma4"}, {"architectures", {"Gemma4ForConditionalGeneration"}},
+          {"text_config", text},    {"eos_token_id", {1, 106}},
+          {"bos_token_id", 2},      {"tie_word_embeddings", true}};
 }
 
 const Family kE2B{1536, 6144, 35, 5, 8, 1, std::nullopt, false, true, 512, 256, 20, false};
@@ -198,7 +195,8 @@ TEST(ConfigGeometry, SharerWithoutDonorOfItsTypeIsAnError) {
   t["num_hidden_layers"] = 4;
   t["layer_types"] = {"sliding_attention", "sliding_attention", "sliding_attention", "full_attention"};
   t["num_kv_shared_layers"] = 1;  // layer 3 (full) shares, but layers 0..2 are all sliding
-  expect_error([&] { parse_target_config(wrap(t), "cfg.json"); }, {"cfg.json", "layer 3", "full_attention", "no donor"});
+  expect_error([&] { parse_target_config(wrap(t), "cfg.json"); },
+               {"cfg.json", "layer 3", "full_attention", "no donor"});
 }
 
 TEST(ConfigGeometry, DoubleWideOnlyWhenSharingIsActive) {
@@ -311,7 +309,8 @@ TEST(ConfigTarget, RopeParameters) {
   EXPECT_DOUBLE_EQ(c.text.rope_full.theta, 1000000.0);
   EXPECT_DOUBLE_EQ(c.text.rope_full.partial_rotary_factor, 0.25);
   EXPECT_DOUBLE_EQ(c.layers[5].rope.partial_rotary_factor, 0.25);
-  raw["text_config"]["rope_parameters"] = {{"sliding_attention", {{"type", "linear"}, {"rope_theta", 5.0}, {"factor", 2.0}}}};
+  raw["text_config"]["rope_parameters"] = {
+      {"sliding_attention", {{"type", "linear"}, {"rope_theta", 5.0}, {"factor", 2.0}}}};
   c = parse_target_config(raw, "c.json");
   EXPECT_EQ(c.text.rope_sliding.type, "linear");  // `type` alias
   EXPECT_DOUBLE_EQ(c.text.rope_sliding.factor, 2.0);
@@ -322,14 +321,14 @@ TEST(ConfigTarget, RopeParameters) {
 
 TEST(ConfigTarget, KeysWithStackDependentDefaultsAreLeftToTheLoader) {
   json raw = wrap(text_config(kE4B));
-  for (const char* k : {"num_kv_shared_layers", "hidden_size_per_layer_input", "use_double_wide_mlp",
-                        "global_head_dim", "attention_k_eq_v", "enable_moe_block"})
+  for (const char* k : {"num_kv_shared_layers", "hidden_size_per_layer_input", "use_double_wide_mlp", "global_head_dim",
+                        "attention_k_eq_v", "enable_moe_block"})
     raw["text_config"].erase(k);
   raw["text_config"].erase("tie_word_embeddings");
   raw.erase("tie_word_embeddings");
   const TargetConfig c = parse_target_config(raw, "c.json");
-  for (const char* k : {"num_kv_shared_layers", "hidden_size_per_layer_input", "use_double_wide_mlp",
-                        "global_head_dim", "attention_k_eq_v", "enable_moe_block", "tie_word_embeddings"})
+  for (const char* k : {"num_kv_shared_layers", "hidden_size_per_layer_input", "use_double_wide_mlp", "global_head_dim",
+                        "attention_k_eq_v", "enable_moe_block", "tie_word_embeddings"})
     EXPECT_TRUE(c.text.needs_inference(k)) << k;
   EXPECT_FALSE(c.text.needs_inference("hidden_size"));
 }
@@ -391,20 +390,41 @@ TEST(ConfigQuantization, OverridesFalseAndPartial) {
 }
 
 TEST(ConfigQuantization, Rejections) {
-  expect_error([] { parse_quantization(json{{"quantization_config", {{"quant_method", "mxfp4"}}}}, "c.json"); },
-               {"c.json", "quant_method", "mxfp4", "MLX affine"});
-  expect_error([] { parse_quantization(json{{"quantization", {{"bits", 4}, {"group_size", 32}, {"mode", "mxfp4"}}}}, "c.json"); },
-               {"quantization.mode", "mxfp4", "affine"});
-  expect_error([] { parse_quantization(json{{"quantization", {{"bits", 7}, {"group_size", 64}}}}, "c.json"); },
-               {"quantization.bits", "7"});
-  expect_error([] { parse_quantization(json{{"quantization", {{"bits", 4}, {"group_size", 16}}}}, "c.json"); },
-               {"quantization.group_size", "16"});
-  expect_error([] { parse_quantization(json{{"quantization", {{"group_size", 64}}}}, "c.json"); },
-               {"quantization.bits", "missing"});
-  expect_error([] { parse_quantization(json{{"quantization", {{"bits", 4}, {"group_size", 64}, {"m.x", {{"bits", 1}}}}}}, "c.json"); },
-               {"m.x", "bits", "1"});
-  expect_error([] { parse_quantization(json{{"quantization", {{"bits", 4}, {"group_size", 64}, {"m.x", true}}}}, "c.json"); },
-               {"m.x", "false"});
+  expect_error(
+      [] {
+        parse_quantization(json{{"quantization_config", {{"quant_method", "mxfp4"}}}}, "c.json");
+      },
+      {"c.json", "quant_method", "mxfp4", "MLX affine"});
+  expect_error(
+      [] {
+        parse_quantization(json{{"quantization", {{"bits", 4}, {"group_size", 32}, {"mode", "mxfp4"}}}}, "c.json");
+      },
+      {"quantization.mode", "mxfp4", "affine"});
+  expect_error(
+      [] {
+        parse_quantization(json{{"quantization", {{"bits", 7}, {"group_size", 64}}}}, "c.json");
+      },
+      {"quantization.bits", "7"});
+  expect_error(
+      [] {
+        parse_quantization(json{{"quantization", {{"bits", 4}, {"group_size", 16}}}}, "c.json");
+      },
+      {"quantization.group_size", "16"});
+  expect_error(
+      [] {
+        parse_quantization(json{{"quantization", {{"group_size", 64}}}}, "c.json");
+      },
+      {"quantization.bits", "missing"});
+  expect_error(
+      [] {
+        parse_quantization(json{{"quantization", {{"bits", 4}, {"group_size", 64}, {"m.x", {{"bits", 1}}}}}}, "c.json");
+      },
+      {"m.x", "bits", "1"});
+  expect_error(
+      [] {
+        parse_quantization(json{{"quantization", {{"bits", 4}, {"group_size", 64}, {"m.x", true}}}}, "c.json");
+      },
+      {"m.x", "false"});
   expect_error([] { parse_quantization(json{{"quantization", "4bit"}}, "c.json"); }, {"quantization", "object"});
 }
 
@@ -426,14 +446,10 @@ json drafter_json() {
             {"vocab_size", 262144},
             {"rms_norm_eps", 1e-6},
             {"final_logit_softcapping", nullptr}};
-  return {{"model_type", "gemma4_assistant"},
-          {"backbone_hidden_size", 2560},
-          {"use_ordered_embeddings", true},
-          {"num_centroids", 2048},
-          {"centroid_intermediate_top_k", 32},
-          {"tie_word_embeddings", true},
-          {"eos_token_id", {1, 106, 50}},
-          {"text_config", t}};
+  return {{"model_type", "gemma4_assistant"},  {"backbone_hidden_size", 2560},
+          {"use_ordered_embeddings", true},    {"num_centroids", 2048},
+          {"centroid_intermediate_top_k", 32}, {"tie_word_embeddings", true},
+          {"eos_token_id", {1, 106, 50}},      {"text_config", t}};
 }
 
 TEST(ConfigDrafter, ParsesE4BAssistant) {
@@ -473,9 +489,15 @@ TEST(ConfigDrafter, Errors) {
 }
 
 TEST(ConfigGeneration, ParsesObservedFile) {
-  const json raw = {{"bos_token_id", 2},   {"do_sample", true},        {"eos_token_id", {1, 106, 50}},
-                    {"pad_token_id", 0},   {"suppress_tokens", {258883, 258882}}, {"temperature", 1.0},
-                    {"top_k", 64},         {"top_p", 0.95},            {"num_assistant_tokens", 6}};
+  const json raw = {{"bos_token_id", 2},
+                    {"do_sample", true},
+                    {"eos_token_id", {1, 106, 50}},
+                    {"pad_token_id", 0},
+                    {"suppress_tokens", {258883, 258882}},
+                    {"temperature", 1.0},
+                    {"top_k", 64},
+                    {"top_p", 0.95},
+                    {"num_assistant_tokens", 6}};
   const GenerationConfig g = parse_generation_config(raw, "g.json");
   EXPECT_EQ(g.bos_token_id, std::optional<int>(2));
   EXPECT_EQ(g.eos_token_ids, (std::vector<int>{1, 106, 50}));

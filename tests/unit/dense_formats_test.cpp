@@ -7,10 +7,10 @@
 #include <random>
 #include <vector>
 
+#include "random_weights.h"
 #include "specula/kernels/isa.h"
 #include "specula/kernels/matmul.h"
 #include "specula/kernels/quant.h"
-#include "random_weights.h"
 
 namespace specula {
 namespace {

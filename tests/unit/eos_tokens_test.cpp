@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "gemma_tokenizer.h"
-#include "temp_dir.h"
 #include "specula/io/eos_set.h"
 #include "specula/model/target_model.h"
 #include "specula/sample/sampling_params.h"
 #include "specula/synth/plan.h"
 #include "specula/synth/writer.h"
 #include "specula/text/chat_template.h"
+#include "temp_dir.h"
 
 namespace specula {
 namespace {
@@ -61,8 +61,8 @@ TEST(EosSet, ConfigWithoutEosStillStopsAtTheEndOfTurn) {
   // tokenizer side is what ends a chat turn.
   const text::Tokenizer& tok = test::gemma_tokenizer();
   const ChatTemplate gemma4 = template_file("google-gemma-4-31B-it.jinja");
-  const std::vector<int32_t> set =
-      eos_token_set({}, nullptr, tokenizer_eos_ids(tok, tokenizer_special_tokens(test::gemma_tokenizer_dir()), &gemma4));
+  const std::vector<int32_t> set = eos_token_set(
+      {}, nullptr, tokenizer_eos_ids(tok, tokenizer_special_tokens(test::gemma_tokenizer_dir()), &gemma4));
   EXPECT_EQ(set, (std::vector<int32_t>{1, 106}));
 }
 

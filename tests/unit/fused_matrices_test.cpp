@@ -6,11 +6,11 @@
 #include <random>
 #include <vector>
 
+#include "random_weights.h"
 #include "specula/kernels/isa.h"
 #include "specula/kernels/matmul.h"
 #include "specula/kernels/packed_affine.h"
 #include "specula/model/fused_matrices.h"
-#include "random_weights.h"
 
 namespace specula {
 namespace {
@@ -20,7 +20,8 @@ TEST(FusedMatrices, FusedProductRowsAreTheSeparateProductsRows) {
   const int64_t k = 256;
   // q, k, v shaped parts (different row counts), 4-bit g64 bf16 as in the E4B checkpoints.
   std::vector<test::RandomWeights> parts;
-  for (int64_t rows : {64, 32, 48}) parts.push_back(test::random_weights(WeightFormat::Affine, 4, 64, DType::BF16, rows, k, rng));
+  for (int64_t rows : {64, 32, 48})
+    parts.push_back(test::random_weights(WeightFormat::Affine, 4, 64, DType::BF16, rows, k, rng));
   std::vector<WeightMatrix*> ptrs;
   for (auto& p : parts) ptrs.push_back(&p.w);
   ThreadPool pool(2);

@@ -57,8 +57,8 @@ TEST(GgmlQuantKnown, Q4_0LowNibblesFirstThenHigh) {
   for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
   const auto y = dequant(GgmlType::Q4_0, b, 32);
   for (int j = 0; j < 16; ++j) {
-    EXPECT_EQ(y[j], static_cast<float>(j - 8)) << j;        // low nibble j, minus 8
-    EXPECT_EQ(y[j + 16], static_cast<float>(7 - j)) << j;   // high nibble 15 - j, minus 8
+    EXPECT_EQ(y[j], static_cast<float>(j - 8)) << j;       // low nibble j, minus 8
+    EXPECT_EQ(y[j + 16], static_cast<float>(7 - j)) << j;  // high nibble 15 - j, minus 8
   }
   b.d = kHalfHalf;
   EXPECT_EQ(dequant(GgmlType::Q4_0, b, 32)[0], -4.0f);
@@ -153,8 +153,8 @@ TEST(GgmlQuantKnown, Q4_KSubBlocks) {
   std::memset(b.qs, 0x21, sizeof b.qs);  // low nibbles 1, high nibbles 2
   const auto y = dequant(GgmlType::Q4_K, b, 256);
   for (int e = 0; e < 256; ++e) {
-    const int s = e / 32;                 // sub-block
-    const float q = s % 2 == 0 ? 1 : 2;   // even sub-blocks from the low nibbles
+    const int s = e / 32;                // sub-block
+    const float q = s % 2 == 0 ? 1 : 2;  // even sub-blocks from the low nibbles
     EXPECT_EQ(y[e], static_cast<float>(s + 1) * q - 0.5f * static_cast<float>(s)) << e;
   }
   // One element: byte 32c + l holds elements 64c + l (low) and 64c + 32 + l (high).
@@ -255,10 +255,9 @@ TEST(GgmlQuantRoundTrip, ErrorWithinEachTypesBound) {
   // About 1.3 times what these quantizers reach (measured): ggml's searching quantizers do better
   // on the K-quants; the bound is there to catch a broken layout, not to rank them.
   const Case cases[] = {
-      {GgmlType::F32, 0.0},     {GgmlType::F16, 3e-4},   {GgmlType::BF16, 2.5e-3},
-      {GgmlType::Q8_0, 0.007},  {GgmlType::Q6_K, 0.025}, {GgmlType::Q5_0, 0.055},
-      {GgmlType::Q5_1, 0.05},   {GgmlType::Q5_K, 0.05},  {GgmlType::Q4_0, 0.11},
-      {GgmlType::Q4_1, 0.10},   {GgmlType::Q4_K, 0.10},
+      {GgmlType::F32, 0.0},    {GgmlType::F16, 3e-4},   {GgmlType::BF16, 2.5e-3}, {GgmlType::Q8_0, 0.007},
+      {GgmlType::Q6_K, 0.025}, {GgmlType::Q5_0, 0.055}, {GgmlType::Q5_1, 0.05},   {GgmlType::Q5_K, 0.05},
+      {GgmlType::Q4_0, 0.11},  {GgmlType::Q4_1, 0.10},  {GgmlType::Q4_K, 0.10},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(ggml_type_name(c.type)));
@@ -359,8 +358,10 @@ TEST(GgmlQuantMlx, Q4_1HoldsAffineGroup32Exactly) {
       const auto code = static_cast<uint8_t>(unpack_code(words.data(), 4, 32 * g + j));
       mlx[32 * g + j] = scale[g] * static_cast<float>(code) + bias[g];
       // Q4_1 keeps element j in the low nibble of byte j (j < 16), else the high nibble of j - 16.
-      if (j < 16) b.qs[j] = static_cast<uint8_t>((b.qs[j] & 0xf0) | code);
-      else b.qs[j - 16] = static_cast<uint8_t>((b.qs[j - 16] & 0x0f) | (code << 4));
+      if (j < 16)
+        b.qs[j] = static_cast<uint8_t>((b.qs[j] & 0xf0) | code);
+      else
+        b.qs[j - 16] = static_cast<uint8_t>((b.qs[j - 16] & 0x0f) | (code << 4));
     }
   }
   std::vector<float> y(kN);

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "error_of.h"
 #include "specula/io/config.h"
 #include "specula/io/gguf_config.h"
 #include "specula/io/gguf_names.h"
@@ -17,7 +18,6 @@
 #include "specula/kernels/ggml_quants.h"
 #include "specula/model/gguf_target.h"
 #include "specula/synth/gguf_export.h"
-#include "error_of.h"
 #include "temp_dir.h"
 
 namespace specula {

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "error_of.h"
 #include "specula/io/gguf_writer.h"
 #include "specula/kernels/ggml_quants.h"
 #include "specula/util/error.h"
-#include "error_of.h"
 
 namespace specula {
 namespace {
@@ -46,9 +46,7 @@ std::span<const std::byte> as_bytes(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
 
-std::string as_string(const std::vector<std::byte>& b) {
-  return {reinterpret_cast<const char*>(b.data()), b.size()};
-}
+std::string as_string(const std::vector<std::byte>& b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
 
 using test::error_of;
 using test::pattern_bytes;
@@ -116,17 +114,17 @@ TEST(GgufTypes, IdsAndSizesMatchGgml) {
     const char* name;
   };
   const Row rows[] = {
-      {GgmlType::F32, 0, 1, 4, "f32"},        {GgmlType::F16, 1, 1, 2, "f16"},
-      {GgmlType::Q4_0, 2, 32, 18, "q4_0"},    {GgmlType::Q4_1, 3, 32, 20, "q4_1"},
-      {GgmlType::Q5_0, 6, 32, 22, "q5_0"},    {GgmlType::Q5_1, 7, 32, 24, "q5_1"},
-      {GgmlType::Q8_0, 8, 32, 34, "q8_0"},    {GgmlType::Q8_1, 9, 32, 36, "q8_1"},
-      {GgmlType::Q2_K, 10, 256, 84, "q2_K"},  {GgmlType::Q3_K, 11, 256, 110, "q3_K"},
-      {GgmlType::Q4_K, 12, 256, 144, "q4_K"}, {GgmlType::Q5_K, 13, 256, 176, "q5_K"},
-      {GgmlType::Q6_K, 14, 256, 210, "q6_K"}, {GgmlType::Q8_K, 15, 256, 292, "q8_K"},
+      {GgmlType::F32, 0, 1, 4, "f32"},          {GgmlType::F16, 1, 1, 2, "f16"},
+      {GgmlType::Q4_0, 2, 32, 18, "q4_0"},      {GgmlType::Q4_1, 3, 32, 20, "q4_1"},
+      {GgmlType::Q5_0, 6, 32, 22, "q5_0"},      {GgmlType::Q5_1, 7, 32, 24, "q5_1"},
+      {GgmlType::Q8_0, 8, 32, 34, "q8_0"},      {GgmlType::Q8_1, 9, 32, 36, "q8_1"},
+      {GgmlType::Q2_K, 10, 256, 84, "q2_K"},    {GgmlType::Q3_K, 11, 256, 110, "q3_K"},
+      {GgmlType::Q4_K, 12, 256, 144, "q4_K"},   {GgmlType::Q5_K, 13, 256, 176, "q5_K"},
+      {GgmlType::Q6_K, 14, 256, 210, "q6_K"},   {GgmlType::Q8_K, 15, 256, 292, "q8_K"},
       {GgmlType::IQ4_NL, 20, 32, 18, "iq4_nl"}, {GgmlType::IQ4_XS, 23, 256, 136, "iq4_xs"},
-      {GgmlType::I8, 24, 1, 1, "i8"},         {GgmlType::I16, 25, 1, 2, "i16"},
-      {GgmlType::I32, 26, 1, 4, "i32"},       {GgmlType::I64, 27, 1, 8, "i64"},
-      {GgmlType::F64, 28, 1, 8, "f64"},       {GgmlType::BF16, 30, 1, 2, "bf16"},
+      {GgmlType::I8, 24, 1, 1, "i8"},           {GgmlType::I16, 25, 1, 2, "i16"},
+      {GgmlType::I32, 26, 1, 4, "i32"},         {GgmlType::I64, 27, 1, 8, "i64"},
+      {GgmlType::F64, 28, 1, 8, "f64"},         {GgmlType::BF16, 30, 1, 2, "bf16"},
   };
   for (const Row& r : rows) {
     SCOPED_TRACE(r.name);
@@ -430,16 +428,21 @@ TEST(GgufMetadata, ValueStrings) {
 
 TEST(GgufWriterErrors, RefusesBadTensorsAndKeys) {
   GgufWriter w;
-  EXPECT_NE(error_of([&] { w.add_tensor("a", GgmlType::F32, {4}, pattern_bytes(15, 1)); })
-                .find("15 bytes given but dims of f32 need 16"),
+  EXPECT_NE(error_of([&] {
+              w.add_tensor("a", GgmlType::F32, {4}, pattern_bytes(15, 1));
+            }).find("15 bytes given but dims of f32 need 16"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { w.add_tensor("a", GgmlType::Q4_0, {16}, pattern_bytes(9, 1)); })
-                .find("dimension 0 (16) is not a multiple of the q4_0 block size 32"),
+  EXPECT_NE(error_of([&] {
+              w.add_tensor("a", GgmlType::Q4_0, {16}, pattern_bytes(9, 1));
+            }).find("dimension 0 (16) is not a multiple of the q4_0 block size 32"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { w.add_tensor("a", GgmlType::F32, {4, 0}, pattern_bytes(0, 1)); }).find("below 1"),
+  EXPECT_NE(error_of([&] {
+              w.add_tensor("a", GgmlType::F32, {4, 0}, pattern_bytes(0, 1));
+            }).find("below 1"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { w.add_tensor("a", GgmlType::F32, {1, 1, 1, 1, 1}, pattern_bytes(4, 1)); })
-                .find("5 dimensions"),
+  EXPECT_NE(error_of([&] {
+              w.add_tensor("a", GgmlType::F32, {1, 1, 1, 1, 1}, pattern_bytes(4, 1));
+            }).find("5 dimensions"),
             std::string::npos);
   w.add_tensor("a", GgmlType::F32, {4}, pattern_bytes(16, 1));
   EXPECT_NE(error_of([&] { w.add_tensor("a", GgmlType::F32, {4}, pattern_bytes(16, 1)); }).find("added twice"),
@@ -647,9 +650,7 @@ TEST(GgufSeeds, ValidSeedsOpen) {
 TEST(GgufSeeds, DISABLED_Write) {
   const char* dir = std::getenv("SPECULA_GGUF_SEED_DIR");
   ASSERT_NE(dir, nullptr) << "set SPECULA_GGUF_SEED_DIR";
-  const auto save = [&](const std::string& name, const GgufWriter& w) {
-    w.write((fs::path(dir) / name).string());
-  };
+  const auto save = [&](const std::string& name, const GgufWriter& w) { w.write((fs::path(dir) / name).string()); };
   std::vector<float> values(256);
   for (size_t i = 0; i < values.size(); ++i) values[i] = std::sin(0.37f * static_cast<float>(i));
   const auto quantized = [&](GgmlType t, int64_t n) {
@@ -672,8 +673,7 @@ TEST(GgufSeeds, DISABLED_Write) {
   }
   {
     GgufWriter w;
-    for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                       GgmlType::Q8_0}) {
+    for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0}) {
       w.add_tensor(std::string(ggml_type_name(t)), t, {32}, quantized(t, 32));
     }
     save("valid_block_types.gguf", w);

@@ -111,8 +111,8 @@ TEST(GrammarMatcher, PartialUtf8KeepsOnlyReachableCharacters) {
 
 TEST(GrammarMatcher, RefusesSurrogatesAndOverlongEncodings) {
   GrammarMatcher any = matcher("root ::= .*");
-  EXPECT_FALSE(GrammarMatcher(any).accept_bytes("\xed\xa0\x80"));  // U+D800
-  EXPECT_FALSE(GrammarMatcher(any).accept_bytes("\xe0\x80\xaf"));  // overlong '/'
+  EXPECT_FALSE(GrammarMatcher(any).accept_bytes("\xed\xa0\x80"));      // U+D800
+  EXPECT_FALSE(GrammarMatcher(any).accept_bytes("\xe0\x80\xaf"));      // overlong '/'
   EXPECT_FALSE(GrammarMatcher(any).accept_bytes("\xf4\x90\x80\x80"));  // beyond U+10FFFF
   EXPECT_TRUE(GrammarMatcher(any).accept_bytes("\xf4\x8f\xbf\xbf"));
 }

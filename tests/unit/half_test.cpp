@@ -43,13 +43,13 @@ TEST(Bf16, WideningIsExactAndRoundTripsAllPatterns) {
 
 TEST(Bf16, RoundsToNearestEven) {
   EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
-  EXPECT_EQ(f32_to_bf16(f(0x3f808000)), 0x3f80);  // tie, even below
-  EXPECT_EQ(f32_to_bf16(f(0x3f818000)), 0x3f82);  // tie, even above
-  EXPECT_EQ(f32_to_bf16(f(0x3f808001)), 0x3f81);  // just above the tie
-  EXPECT_EQ(f32_to_bf16(f(0x3f807fff)), 0x3f80);  // just below the tie
-  EXPECT_EQ(f32_to_bf16(f(0xbf818000)), 0xbf82);  // sign does not change the rounding
-  EXPECT_EQ(f32_to_bf16(f(0x00018000)), 0x0002);  // subnormal tie
-  EXPECT_EQ(f32_to_bf16(f(0x00008000)), 0x0000);  // smallest-subnormal tie rounds to zero
+  EXPECT_EQ(f32_to_bf16(f(0x3f808000)), 0x3f80);                      // tie, even below
+  EXPECT_EQ(f32_to_bf16(f(0x3f818000)), 0x3f82);                      // tie, even above
+  EXPECT_EQ(f32_to_bf16(f(0x3f808001)), 0x3f81);                      // just above the tie
+  EXPECT_EQ(f32_to_bf16(f(0x3f807fff)), 0x3f80);                      // just below the tie
+  EXPECT_EQ(f32_to_bf16(f(0xbf818000)), 0xbf82);                      // sign does not change the rounding
+  EXPECT_EQ(f32_to_bf16(f(0x00018000)), 0x0002);                      // subnormal tie
+  EXPECT_EQ(f32_to_bf16(f(0x00008000)), 0x0000);                      // smallest-subnormal tie rounds to zero
   EXPECT_EQ(f32_to_bf16(std::numeric_limits<float>::max()), 0x7f80);  // rounds past max bf16
   EXPECT_EQ(f32_to_bf16(f(0x7f7f7fff)), 0x7f7f);
   EXPECT_EQ(f32_to_bf16(INFINITY), 0x7f80);
@@ -76,11 +76,15 @@ TEST(Bf16, MatchesIndependentRoundingOnSampledFloats) {
     const double dv = std::fabs(static_cast<double>(v));
     const double dlo = std::fabs(static_cast<double>(f(lo)));
     // The step past the largest finite magnitude goes to infinity; measure it as 2^128.
-    const double dhi = ((hi & 0x7fffffffu) == 0x7f800000u) ? std::ldexp(1.0, 128) : std::fabs(static_cast<double>(f(hi)));
+    const double dhi =
+        ((hi & 0x7fffffffu) == 0x7f800000u) ? std::ldexp(1.0, 128) : std::fabs(static_cast<double>(f(hi)));
     uint32_t want;
-    if (dv - dlo < dhi - dv) want = lo;
-    else if (dv - dlo > dhi - dv) want = hi;
-    else want = ((lo >> 16) & 1u) ? hi : lo;
+    if (dv - dlo < dhi - dv)
+      want = lo;
+    else if (dv - dlo > dhi - dv)
+      want = hi;
+    else
+      want = ((lo >> 16) & 1u) ? hi : lo;
     ASSERT_EQ(f32_to_bf16(v), want >> 16) << std::hex << u;
   }
 }
@@ -120,7 +124,7 @@ TEST(F16, RoundsToNearestEven) {
   EXPECT_EQ(f32_to_f16(-(1.0f + 3 * std::ldexp(1.0f, -11))), 0xbc02);
   EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);
   EXPECT_EQ(f32_to_f16(std::nextafter(65520.0f, 0.0f)), 0x7bff);  // below the overflow tie
-  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);                         // tie rounds to even = inf
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);                        // tie rounds to even = inf
   EXPECT_EQ(f32_to_f16(1e10f), 0x7c00);
   EXPECT_EQ(f32_to_f16(-1e10f), 0xfc00);
   EXPECT_EQ(f32_to_f16(INFINITY), 0x7c00);
@@ -131,16 +135,16 @@ TEST(F16, RoundsToNearestEven) {
 TEST(F16, SubnormalsAndUnderflow) {
   const float tiny = std::ldexp(1.0f, -24);  // smallest f16 subnormal
   EXPECT_EQ(f32_to_f16(tiny), 0x0001);
-  EXPECT_EQ(f32_to_f16(tiny / 2), 0x0000);                            // tie -> even (zero)
-  EXPECT_EQ(f32_to_f16(std::nextafter(tiny / 2, 1.0f)), 0x0001);      // above the tie
-  EXPECT_EQ(f32_to_f16(1.5f * tiny), 0x0002);                         // tie -> even (2)
-  EXPECT_EQ(f32_to_f16(2.5f * tiny), 0x0002);                         // tie -> even (2)
+  EXPECT_EQ(f32_to_f16(tiny / 2), 0x0000);                        // tie -> even (zero)
+  EXPECT_EQ(f32_to_f16(std::nextafter(tiny / 2, 1.0f)), 0x0001);  // above the tie
+  EXPECT_EQ(f32_to_f16(1.5f * tiny), 0x0002);                     // tie -> even (2)
+  EXPECT_EQ(f32_to_f16(2.5f * tiny), 0x0002);                     // tie -> even (2)
   EXPECT_EQ(f32_to_f16(-2.5f * tiny), 0x8002);
-  EXPECT_EQ(f32_to_f16(1023.0f * tiny), 0x03ff);                      // largest subnormal
-  EXPECT_EQ(f32_to_f16(1023.5f * tiny), 0x0400);                      // tie rounds up into normals
-  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -14)), 0x0400);               // smallest normal
+  EXPECT_EQ(f32_to_f16(1023.0f * tiny), 0x03ff);         // largest subnormal
+  EXPECT_EQ(f32_to_f16(1023.5f * tiny), 0x0400);         // tie rounds up into normals
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -14)), 0x0400);  // smallest normal
   EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -30)), 0x0000);
-  EXPECT_EQ(f32_to_f16(-std::ldexp(1.0f, -30)), 0x8000);              // underflow keeps the sign
+  EXPECT_EQ(f32_to_f16(-std::ldexp(1.0f, -30)), 0x8000);  // underflow keeps the sign
   EXPECT_EQ(f32_to_f16(std::numeric_limits<float>::denorm_min()), 0x0000);
 }
 

@@ -128,7 +128,8 @@ TEST(JsonSchema, AcceptsAndRejectsExactly) {
   EXPECT_FALSE(accepts(kProfile, R"({"name": "", "tags": ["a"]})"));
   EXPECT_FALSE(accepts(kProfile, R"({"name": "x", "tags": []})"));
   EXPECT_FALSE(accepts(kProfile, R"({"name": "x", "tags": ["a", "b", "c", "a"]})"));
-  EXPECT_TRUE(accepts(kProfile, R"({"name": "x", "tags": ["b"], "address": {"street": "Main", "zip": null}, "active": null})"));
+  EXPECT_TRUE(
+      accepts(kProfile, R"({"name": "x", "tags": ["b"], "address": {"street": "Main", "zip": null}, "active": null})"));
   EXPECT_TRUE(accepts(json::parse(R"({"type": "integer", "minimum": 0, "maximum": 1000})"), "1000"));
   EXPECT_FALSE(accepts(json::parse(R"({"type": "integer", "minimum": 0, "maximum": 1000})"), "1001"));
   EXPECT_FALSE(accepts(json::parse(R"({"type": "integer", "minimum": 0})"), "-1"));
@@ -138,10 +139,9 @@ TEST(JsonSchema, AcceptsAndRejectsExactly) {
 TEST(JsonSchema, ErrorsNameTheKeywordAndPath) {
   EXPECT_EQ(test::error_of([] { grammar_from_json_schema(json::parse(R"({"type": "string", "pattern": "^a"})")); }),
             "json schema at #: keyword 'pattern' is not supported");
-  EXPECT_EQ(test::error_of([] {
-              grammar_from_json_schema(json::parse(R"({"properties": {"a": {"type": "strin"}}})"));
-            }),
-            "json schema at #/properties/a/type: unknown type \"strin\"");
+  EXPECT_EQ(
+      test::error_of([] { grammar_from_json_schema(json::parse(R"({"properties": {"a": {"type": "strin"}}})")); }),
+      "json schema at #/properties/a/type: unknown type \"strin\"");
   EXPECT_EQ(test::error_of([] { grammar_from_json_schema(json::parse(R"({"$ref": "#/$defs/missing"})")); }),
             "json schema at #/$ref: reference \"#/$defs/missing\" does not resolve");
   EXPECT_EQ(test::error_of([] {
@@ -150,7 +150,8 @@ TEST(JsonSchema, ErrorsNameTheKeywordAndPath) {
             "json schema at #/required: required property \"x\" is not in 'properties'");
   EXPECT_EQ(test::error_of([] { grammar_from_json_schema(json::parse(R"({"type": "array", "maxItems": 100000})")); }),
             "json schema at #/maxItems: 'maxItems' 100000 exceeds the supported limit 1000");
-  EXPECT_EQ(test::error_of([] { grammar_from_json_schema(json::parse(R"({"type": "integer", "minimum": 5, "maximum": 2})")); }),
+  EXPECT_EQ(test::error_of(
+                [] { grammar_from_json_schema(json::parse(R"({"type": "integer", "minimum": 5, "maximum": 2})")); }),
             "json schema at #: the bounds admit no integer");
   EXPECT_EQ(test::error_of([] { grammar_from_json_schema(json::parse("[1]")); }),
             "json schema at #: a schema must be an object or a boolean");

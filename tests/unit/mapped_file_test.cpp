@@ -47,7 +47,7 @@ TEST(MappedFile, PopulateMapsThePagesOfItsRangeIn) {
   {
     const MappedFile file = MappedFile::open(path.string());
     const std::byte* d = file.data();
-    EXPECT_FALSE(page_present(d + 100 * page));  // nothing touched yet
+    EXPECT_FALSE(page_present(d + 100 * page));    // nothing touched yet
     file.populate(d + 64 * page + 10, 64 * page);  // pages 64..128 (the range ends inside 128)
     EXPECT_TRUE(page_present(d + 64 * page));
     EXPECT_TRUE(page_present(d + 100 * page));

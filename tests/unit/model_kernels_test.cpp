@@ -135,7 +135,8 @@ TEST(Argmax, LowestIndexOnTies) {
 // the whole range, exactly odd, saturating, NaN preserving.
 TEST(ModelKernels, TanhF32IsWithinFourUlpOfTanh) {
   double worst = 0;
-  for (float x = -20.0f; x <= 20.0f; x = std::nextafter(x, 30.0f) + (std::fabs(x) > 1e-3f ? std::fabs(x) * 1e-5f : 1e-8f)) {
+  for (float x = -20.0f; x <= 20.0f;
+       x = std::nextafter(x, 30.0f) + (std::fabs(x) > 1e-3f ? std::fabs(x) * 1e-5f : 1e-8f)) {
     const double want = std::tanh(static_cast<double>(x));
     const float got = tanh_f32(x);
     const double ulp = std::ldexp(1.0, std::ilogb(static_cast<float>(want)) - 23);

@@ -37,7 +37,8 @@ TEST(OptionLimits, IntegerTextErrorsNameTheValueAndTheRange) {
   EXPECT_EQ(limits::int_text_error("8", limits::kGamma), "");
   EXPECT_EQ(limits::int_text_error("9999", limits::kGamma), "9999 is not in [0, 64]");
   EXPECT_EQ(limits::int_text_error("-5", limits::kContext), "-5 is not in [0, 16777216]");
-  EXPECT_EQ(limits::int_text_error("99999999999999999999", limits::kThreads), "99999999999999999999 is not in [0, 1024]");
+  EXPECT_EQ(limits::int_text_error("99999999999999999999", limits::kThreads),
+            "99999999999999999999 is not in [0, 1024]");
   EXPECT_EQ(limits::int_text_error("4x", limits::kThreads), "'4x' is not an integer (allowed: [0, 1024])");
   EXPECT_EQ(limits::int_text_error("", limits::kThreads), "'' is not an integer (allowed: [0, 1024])");
   EXPECT_EQ(limits::int_text_error("0", limits::kMaxTokens), "0 is not in [1, 1073741824]");

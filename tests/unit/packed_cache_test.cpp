@@ -113,7 +113,8 @@ void expect_same_packed(const Loaded& a, const Loaded& b) {
   for (size_t i = 0; i < a.matrices.size(); ++i) {
     ASSERT_NE(a.matrices[i]->packed, nullptr) << i;
     ASSERT_NE(b.matrices[i]->packed, nullptr) << i;
-    EXPECT_EQ(std::memcmp(a.matrices[i]->packed, b.matrices[i]->packed, static_cast<size_t>(packed_bytes(*a.matrices[i]))), 0)
+    EXPECT_EQ(
+        std::memcmp(a.matrices[i]->packed, b.matrices[i]->packed, static_cast<size_t>(packed_bytes(*a.matrices[i]))), 0)
         << "matrix " << i;
   }
 }
@@ -248,7 +249,10 @@ TEST_F(PackedCache, DamagedOrForeignFilesAreMissesThatGetRewritten) {
       {"truncated by one byte", [](auto& b) { b.pop_back(); }},
       {"truncated to the data offset", [&](auto& b) { b.resize(data_offset); }},
       {"one byte appended", [](auto& b) { b.push_back(0); }},
-      {"garbage header", [](auto& b) { for (size_t i = 0; i < kKeyAt; ++i) b[i] = static_cast<uint8_t>(i * 37 + 11); }},
+      {"garbage header",
+       [](auto& b) {
+         for (size_t i = 0; i < kKeyAt; ++i) b[i] = static_cast<uint8_t>(i * 37 + 11);
+       }},
       {"wrong magic", [](auto& b) { b[0] ^= 0xFF; }},
       {"older layout version", [](auto& b) { b[8] = static_cast<uint8_t>(kPackedLayoutVersion - 1); }},
       {"newer layout version", [](auto& b) { b[8] = static_cast<uint8_t>(kPackedLayoutVersion + 1); }},
@@ -336,11 +340,11 @@ TEST_F(PackedCache, TheKeyNamesTheFilesTheMatricesAndTheLayoutVersion) {
   auto l = open_checkpoint(model_);
   const std::string key = packed_cache_key(l->checkpoint->store, l->matrices);
   ASSERT_FALSE(key.empty());
-  for (const std::string& part : {std::string("layout ") + std::to_string(kPackedLayoutVersion),
-                                 fs::canonical(model_).string(), std::string("file model.safetensors size "),
-                                 std::string("file config.json size "), std::string("mtime_ns "),
-                                 std::string("inode "), std::string(".self_attn.q_proj.weight+0"),
-                                 std::string(".self_attn.q_proj.scales+0"), std::string("bits 4 group 64 scale")})
+  for (const std::string& part :
+       {std::string("layout ") + std::to_string(kPackedLayoutVersion), fs::canonical(model_).string(),
+        std::string("file model.safetensors size "), std::string("file config.json size "), std::string("mtime_ns "),
+        std::string("inode "), std::string(".self_attn.q_proj.weight+0"), std::string(".self_attn.q_proj.scales+0"),
+        std::string("bits 4 group 64 scale")})
     EXPECT_NE(key.find(part), std::string::npos) << part << "\n" << key;
   EXPECT_EQ(packed_cache_key(l->checkpoint->store, l->matrices), key);  // deterministic
 }
@@ -350,12 +354,16 @@ class ScopedEnv {
  public:
   ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value->c_str(), 1);
-    else ::unsetenv(name);
+    if (value)
+      ::setenv(name, value->c_str(), 1);
+    else
+      ::unsetenv(name);
   }
   ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
   }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;

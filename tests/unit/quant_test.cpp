@@ -56,9 +56,12 @@ float decode_bf16(uint16_t h) {
 float decode_f16(uint16_t h) {
   const int sign = h >> 15, exp = (h >> 10) & 31, mant = h & 1023;
   double v;
-  if (exp == 0) v = std::ldexp(static_cast<double>(mant), -24);
-  else if (exp == 31) v = mant ? NAN : INFINITY;
-  else v = std::ldexp(1.0 + mant / 1024.0, exp - 15);
+  if (exp == 0)
+    v = std::ldexp(static_cast<double>(mant), -24);
+  else if (exp == 31)
+    v = mant ? NAN : INFINITY;
+  else
+    v = std::ldexp(1.0 + mant / 1024.0, exp - 15);
   return static_cast<float>(sign ? -v : v);
 }
 float decode_scale(const void* p, DType t, int64_t i) {
@@ -119,8 +122,7 @@ TEST(QuantPack, RejectsBadInput) {
 }
 
 WeightMatrix f32_affine_view(const std::vector<uint32_t>& words, const std::vector<float>& scales,
-                             const std::vector<float>& biases, int64_t rows, int64_t cols, int bits,
-                             int gs) {
+                             const std::vector<float>& biases, int64_t rows, int64_t cols, int bits, int gs) {
   WeightMatrix w;
   w.format = WeightFormat::Affine;
   w.rows = rows;
@@ -162,12 +164,12 @@ TEST(QuantRuntime, RoundTripErrorIsBoundedPerGroup) {
         float* v = row.data() + g * gs;
         for (int j = 0; j < gs; ++j) {
           switch (g) {
-            case 0: v[j] = uni(rng); break;                      // mixed signs
-            case 1: v[j] = 0.25f + 0.5f * std::fabs(uni(rng)); break;   // max dominates: scale < 0
-            case 2: v[j] = -3.0f + 0.5f * std::fabs(uni(rng)); break;   // min dominates: scale > 0
-            case 3: v[j] = 0.7f; break;                          // constant group
-            case 4: v[j] = 0.0f; break;                          // all zero
-            default: v[j] = 1e-3f * uni(rng); break;             // tiny range
+            case 0: v[j] = uni(rng); break;                            // mixed signs
+            case 1: v[j] = 0.25f + 0.5f * std::fabs(uni(rng)); break;  // max dominates: scale < 0
+            case 2: v[j] = -3.0f + 0.5f * std::fabs(uni(rng)); break;  // min dominates: scale > 0
+            case 3: v[j] = 0.7f; break;                                // constant group
+            case 4: v[j] = 0.0f; break;                                // all zero
+            default: v[j] = 1e-3f * uni(rng); break;                   // tiny range
           }
         }
       }

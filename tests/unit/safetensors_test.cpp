@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "specula/util/error.h"
 #include "error_of.h"
+#include "specula/util/error.h"
 
 namespace specula {
 namespace {
@@ -102,8 +102,7 @@ TEST(Safetensors, RoundTripEveryDtype) {
   std::memcpy(&n, raw.data(), 8);
   EXPECT_EQ(n % 8, 0u) << "header must be padded so data starts 8-aligned";
   const std::string header = raw.substr(8, n);
-  EXPECT_EQ(header.rfind("{\"__metadata__\":{\"format\":\"pt\",\"note\":\"round \\\"trip\\\"\"}", 0), 0u)
-      << header;
+  EXPECT_EQ(header.rfind("{\"__metadata__\":{\"format\":\"pt\",\"note\":\"round \\\"trip\\\"\"}", 0), 0u) << header;
   size_t last = 0;
   for (const auto& s : specs) {
     const size_t pos = header.find("\"" + s.name + "\"");
@@ -162,9 +161,9 @@ TEST(Safetensors, ChunkedFillUsesWholeRowsAndReportsProgress) {
     };
     return s;
   };
-  std::vector<TensorSpec> specs = {make("a", {10, 3}, 12, &calls_a),  // 2 rows per 25-byte chunk
-                                   make("b", {}, 4, &calls_b),        // 0-d: one row
-                                   make("c", {3, 10}, 40, &calls_c)}; // row > chunk: 1 row a call
+  std::vector<TensorSpec> specs = {make("a", {10, 3}, 12, &calls_a),   // 2 rows per 25-byte chunk
+                                   make("b", {}, 4, &calls_b),         // 0-d: one row
+                                   make("c", {3, 10}, 40, &calls_c)};  // row > chunk: 1 row a call
   std::vector<std::pair<uint64_t, uint64_t>> progress;
   WriteOptions opts;
   opts.chunk_bytes = 25;
@@ -215,10 +214,10 @@ TEST(Safetensors, WriterFailuresLeaveNoFile) {
   EXPECT_NE(error_of([&] { write_safetensors(missing_dir, {}); }).find(missing_dir), std::string::npos);
 
   auto a = tensor_from_bytes("dup", DType::U8, {1}, pattern_bytes(1, 0));
-  EXPECT_NE(error_of([&] { write_safetensors(path, {a, a}); }).find("tensor 'dup' declared twice"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { tensor_from_bytes("x", DType::F32, {3}, pattern_bytes(11, 0)); })
-                .find("11 bytes given but shape [3] of F32 needs 12"),
+  EXPECT_NE(error_of([&] { write_safetensors(path, {a, a}); }).find("tensor 'dup' declared twice"), std::string::npos);
+  EXPECT_NE(error_of([] {
+              tensor_from_bytes("x", DType::F32, {3}, pattern_bytes(11, 0));
+            }).find("11 bytes given but shape [3] of F32 needs 12"),
             std::string::npos);
   EXPECT_FALSE(fs::exists(path));
 }
@@ -346,8 +345,9 @@ TEST(TensorStore, SingleFileGlobAndDuplicates) {
     const std::string msg = error_of([&] { TensorStore::open_dir(dir.str()); });
     EXPECT_NE(msg.find("no safetensors files in " + dir.str()), std::string::npos) << msg;
     EXPECT_NE(msg.find("not model shards: a.safetensors, b.safetensors"), std::string::npos) << msg;
-    const std::string msg2 =
-        error_of([&] { TensorStore::open_files({dir.file("b.safetensors"), dir.file("a.safetensors")}); });
+    const std::string msg2 = error_of([&] {
+      TensorStore::open_files({dir.file("b.safetensors"), dir.file("a.safetensors")});
+    });
     EXPECT_NE(msg2.find("tensor 'w' is in both"), std::string::npos) << msg2;
   }
   {
@@ -355,8 +355,7 @@ TEST(TensorStore, SingleFileGlobAndDuplicates) {
     write_raw(dir.file("readme.md"), "x");
     EXPECT_NE(error_of([&] { TensorStore::open_dir(dir.str()); }).find("no safetensors files in " + dir.str()),
               std::string::npos);
-    EXPECT_NE(error_of([&] { TensorStore::open_dir(dir.file("nope")); }).find("is not a directory"),
-              std::string::npos);
+    EXPECT_NE(error_of([&] { TensorStore::open_dir(dir.file("nope")); }).find("is not a directory"), std::string::npos);
   }
 }
 
@@ -380,7 +379,9 @@ TEST(TensorStore, FromViewsHasNoDataAndCountsBytes) {
   EXPECT_EQ(moved.total_bytes(), 262144ull * 2560 * 2 + 12);
   EXPECT_EQ(moved.names(), (std::vector<std::string>{"big", "small"}));
 
-  EXPECT_NE(error_of([&] { TensorStore::from_views("/s", {b, b}); }).find("tensor 'small' given twice"),
+  EXPECT_NE(error_of([&] {
+              TensorStore::from_views("/s", {b, b});
+            }).find("tensor 'small' given twice"),
             std::string::npos);
   TensorView neg = b;
   neg.shape = {-1};
@@ -455,8 +456,7 @@ std::vector<HostileCase> hostile_corpus() {
       {"size mismatch", one(R"({"dtype":"BF16","shape":[7,8],"data_offsets":[0,100]})", 100),
        "model.safetensors: tensor 'x.weight': data_offsets [0, 100] hold 100 bytes but shape [7, 8] of BF16 "
        "needs 112"},
-      {"product overflow",
-       one(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]})", 0),
+      {"product overflow", one(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]})", 0),
        "shape [4294967296, 4294967296] of F32 overflows a 64-bit byte count"},
       {"byte count overflow", one(R"({"dtype":"I64","shape":[2305843009213693952],"data_offsets":[0,0]})", 0),
        "shape [2305843009213693952] of I64 overflows"},

@@ -50,7 +50,9 @@ TEST(SampleMask, WrongMaskSizeIsAnError) {
   std::vector<float> logits(100, 0.0f);
   SamplingParams p;
   const std::vector<int32_t> history{2};
-  EXPECT_EQ(test::error_of([&] { build_distribution(logits, {history, 1}, p, mask_of(200, {1})); }),
+  EXPECT_EQ(test::error_of([&] {
+              build_distribution(logits, {history, 1}, p, mask_of(200, {1}));
+            }),
             "sampling: the allowed-token mask has 4 words, the vocabulary of 100 needs 2");
 }
 

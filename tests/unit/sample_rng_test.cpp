@@ -22,8 +22,8 @@ TEST(SampleRng, MatchesXoshiro256StarStarReferenceFromState1234) {
   // The published xoshiro256** outputs for the state {1, 2, 3, 4}.
   Rng rng;
   rng.set_state({{1, 2, 3, 4}});
-  EXPECT_EQ(take(rng, 5), (std::vector<uint64_t>{11520ull, 0ull, 1509978240ull, 1215971899390074240ull,
-                                                 1216172134540287360ull}));
+  EXPECT_EQ(take(rng, 5),
+            (std::vector<uint64_t>{11520ull, 0ull, 1509978240ull, 1215971899390074240ull, 1216172134540287360ull}));
 }
 
 TEST(SampleRng, SeedingIsPinned) {
@@ -68,7 +68,7 @@ TEST(SampleRng, UniformMeanAndSpread) {
     sum += u;
     low += u < 0.25;
   }
-  EXPECT_NEAR(sum / n, 0.5, 0.005);       // sd of the mean ~ 0.0009
+  EXPECT_NEAR(sum / n, 0.5, 0.005);           // sd of the mean ~ 0.0009
   EXPECT_NEAR(low / double(n), 0.25, 0.006);  // sd ~ 0.0014
 }
 

@@ -17,7 +17,9 @@ namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-TokenDistribution sparse(int64_t V, std::vector<TokenProb> w) { return TokenDistribution::from_sparse_weights(V, std::move(w)); }
+TokenDistribution sparse(int64_t V, std::vector<TokenProb> w) {
+  return TokenDistribution::from_sparse_weights(V, std::move(w));
+}
 
 TEST(SampleSpeculative, CandidateDistributionIsSoftmaxOverCandidatesAtTemperature) {
   const std::vector<int32_t> ids = {7, 2, 5};
@@ -67,7 +69,7 @@ TEST(SampleSpeculative, AcceptIsMinOneRatio) {
   const TokenDistribution p_no1 = sparse(4, {{0, 0.5}, {2, 0.5}});
   const TokenDistribution q1 = sparse(4, {{1, 0.5}, {2, 0.5}});
   for (int i = 0; i < 1000; ++i) EXPECT_FALSE(accept_draft(1, p_no1, q1, r2));  // p(x) = 0
-  EXPECT_THROW(accept_draft(1, p, q, r2), Error);                              // q(x) = 0
+  EXPECT_THROW(accept_draft(1, p, q, r2), Error);                               // q(x) = 0
   EXPECT_THROW(accept_draft(0, p, sparse(5, {{0, 1.0}}), r2), Error);           // vocab mismatch
 }
 
@@ -84,8 +86,7 @@ TEST(SampleSpeculative, ResidualIsNormalizedPositivePartOfPMinusQ) {
   const TokenDistribution p = sparse(4, {{0, 0.1}, {1, 0.2}, {2, 0.3}, {3, 0.4}});
   const TokenDistribution q = sparse(4, {{0, 0.5}, {3, 0.5}});
   // max(0, p - q) = [0, 0.2, 0.3, 0] -> [0, 0.4, 0.6, 0]
-  for (const TokenDistribution& pp :
-       {p, TokenDistribution::from_dense_weights({0.1, 0.2, 0.3, 0.4})}) {
+  for (const TokenDistribution& pp : {p, TokenDistribution::from_dense_weights({0.1, 0.2, 0.3, 0.4})}) {
     const TokenDistribution r = residual_distribution(pp, q);
     EXPECT_EQ(r.is_dense(), pp.is_dense());
     EXPECT_EQ(r.support_size(), 2);

@@ -60,7 +60,8 @@ TEST(ServerRequest, ChatFieldsAreRead) {
     "logit_bias": {"12": -100, "7": 3.5}, "stop": ["x", "yy"], "stream": true,
     "stream_options": {"include_usage": true}, "logprobs": true, "top_logprobs": 3,
     "speculative": false, "gamma": 4, "chat_template_kwargs": {"enable_thinking": true}, "unknown": [1, 2]
-  })", kLimits);
+  })",
+                                               kLimits);
   EXPECT_EQ(r.params.model, "m");
   EXPECT_EQ(r.messages[0]["content"], "ab");
   EXPECT_EQ(*r.params.max_tokens, 7);
@@ -100,7 +101,8 @@ TEST(ServerRequest, ToolCallsAndToolMessagesAreNormalized) {
                  {"role":"tool","tool_call_id":"call_1","content":"sunny"}],
     "tools": [{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}],
     "tool_choice": {"type":"function","function":{"name":"get_weather"}}
-  })", kLimits);
+  })",
+                                               kLimits);
   const auto& call = r.messages[1]["tool_calls"][0];
   EXPECT_EQ(call["id"], "call_1");
   EXPECT_EQ(call["function"]["arguments"]["city"], "Paris");  // an object for the template
@@ -124,7 +126,8 @@ TEST(ServerRequest, ChatRefusalsNameTheField) {
       {R"({"messages":[{"role":"robot","content":"x"}]})", "messages[0].role"},
       {R"({"messages":[{"role":"user"}]})", "messages[0].content"},
       {R"({"messages":[{"role":"user","content":5}]})", "messages[0].content"},
-      {R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})", "messages[0].content[0].type"},
+      {R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})",
+       "messages[0].content[0].type"},
       {R"({"messages":[{"role":"user","content":"x"}],"temperature":"hot"})", "temperature"},
       {R"({"messages":[{"role":"user","content":"x"}],"temperature":-1})", "temperature"},
       {R"({"messages":[{"role":"user","content":"x"}],"top_p":0})", "top_p"},
@@ -143,7 +146,8 @@ TEST(ServerRequest, ChatRefusalsNameTheField) {
       {R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})", "tool_choice"},
       {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})", "tools[0].function"},
       {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}})", "response_format.type"},
-      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})", "response_format.json_schema"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})",
+       "response_format.json_schema"},
       {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"string","pattern":"a"}}}})",
        "response_format.json_schema.schema"},
       {R"({"messages":[{"role":"user","content":"x"}],"json_schema":{"type":"nope"}})", "json_schema"},
@@ -223,19 +227,23 @@ TEST(ServerRequest, OutputConstraintsInEverySpellingAreCompiled) {
       R"({"messages":[{"role":"user","content":"x"}],"grammar":"root ::= \"yes\" | \"no\""})",
       R"({"messages":[{"role":"user","content":"x"}],"guided_grammar":"root ::= [0-9]+","response_format":{"type":"text"}})",
   };
-  for (const char* body : bodies) EXPECT_NE(parse_chat_completion_request(body, kLimits).params.grammar, nullptr) << body;
-  EXPECT_NE(parse_completion_request(R"({"prompt":"x","guided_json":{"type":"null"}})", kLimits).params.grammar, nullptr);
-  EXPECT_EQ(parse_chat_completion_request(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}})",
-                                          kLimits)
+  for (const char* body : bodies)
+    EXPECT_NE(parse_chat_completion_request(body, kLimits).params.grammar, nullptr) << body;
+  EXPECT_NE(parse_completion_request(R"({"prompt":"x","guided_json":{"type":"null"}})", kLimits).params.grammar,
+            nullptr);
+  EXPECT_EQ(parse_chat_completion_request(
+                R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}})", kLimits)
                 .params.grammar,
             nullptr);
-  const ApiError e = chat_error(R"({"messages":[{"role":"user","content":"x"}],"grammar":"root ::= \"a\"\nroot ::= x"})");
-  EXPECT_NE(std::string(e.what()).find("grammar line 2, column 1: rule 'root' is defined twice"), std::string::npos) << e.what();
+  const ApiError e =
+      chat_error(R"({"messages":[{"role":"user","content":"x"}],"grammar":"root ::= \"a\"\nroot ::= x"})");
+  EXPECT_NE(std::string(e.what()).find("grammar line 2, column 1: rule 'root' is defined twice"), std::string::npos)
+      << e.what();
 }
 
 TEST(ServerRequest, MalformedAndHostileBodiesAre400) {
   for (const std::string& body : {std::string("{"), std::string("not json"), std::string("[1,2]"), std::string(""),
-                                 std::string(100000, '['), std::string("{\"messages\":") + std::string(70, '[')}) {
+                                  std::string(100000, '['), std::string("{\"messages\":") + std::string(70, '[')}) {
     const ApiError e = chat_error(body);
     EXPECT_EQ(e.status, 400) << body.substr(0, 40);
   }

@@ -15,7 +15,6 @@ namespace {
 using specula::server::ToolCallStream;
 using specula::test::gemma_tokenizer;
 
-
 // Feeds the encoding of `text` `step` tokens at a time.
 std::string feed(ToolCallStream& s, const std::string& text, size_t step, std::vector<std::string>* pieces = nullptr) {
   const auto ids = gemma_tokenizer().encode(text, /*add_special_tokens=*/false);

@@ -62,16 +62,19 @@ TEST(SpecDraftBenchmark, ControlledAcceptanceIsExactAndFollowsP) {
 
   GammaChoice two;
   two.fixed = 2;
-  const SpeculativeResult none = run_controlled_acceptance(*model, cache, *drafter, prompt, reference, 0.0, two, 16, 1, pool);
+  const SpeculativeResult none =
+      run_controlled_acceptance(*model, cache, *drafter, prompt, reference, 0.0, two, 16, 1, pool);
   EXPECT_GT(none.stats.drafted, 0);
   EXPECT_EQ(none.stats.accepted, 0);
-  const SpeculativeResult all = run_controlled_acceptance(*model, cache, *drafter, prompt, reference, 1.0, two, 16, 1, pool);
+  const SpeculativeResult all =
+      run_controlled_acceptance(*model, cache, *drafter, prompt, reference, 1.0, two, 16, 1, pool);
   EXPECT_EQ(all.stats.accepted, all.stats.drafted);
   EXPECT_LT(all.stats.rounds, none.stats.rounds);
   GammaChoice automatic = parse_gamma_choice("auto");
   automatic.max_gamma = 4;
-  EXPECT_EQ(run_controlled_acceptance(*model, cache, *drafter, prompt, reference, 0.7, automatic, 16, 1, pool).tokens.size(),
-            16u);
+  EXPECT_EQ(
+      run_controlled_acceptance(*model, cache, *drafter, prompt, reference, 0.7, automatic, 16, 1, pool).tokens.size(),
+      16u);
 
   // A reference that is not the target's greedy output is caught: the run's output differs.
   std::vector<int32_t> wrong = reference;

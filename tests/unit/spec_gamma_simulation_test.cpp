@@ -64,7 +64,8 @@ int64_t best_gamma_for(const Machine& m, double p) {
   int64_t best = 0;
   double best_rate = -1.0;
   for (int64_t g = 0; g <= kMaxGamma; ++g) {
-    const double tokens = p >= 1.0 ? static_cast<double>(g + 1) : (1.0 - std::pow(p, static_cast<double>(g + 1))) / (1.0 - p);
+    const double tokens =
+        p >= 1.0 ? static_cast<double>(g + 1) : (1.0 - std::pow(p, static_cast<double>(g + 1))) / (1.0 - p);
     const double rate = tokens / (static_cast<double>(g) * m.draft_ratio + m.verify_ratio[static_cast<size_t>(g + 1)]);
     if (rate > best_rate) {
       best_rate = rate;
@@ -88,7 +89,8 @@ double simulate(const Machine& m, const Acceptance& acceptance, int64_t gamma, i
     while (accepted < g && noise.uniform() < p) ++accepted;
     for (int64_t k = accepted + 1; k < g; ++k) noise.uniform();  // same draws whatever the prefix
     const double draft_ms = static_cast<double>(g) * m.draft_ratio * m.step_ms * noise.factor();
-    const double verify_ms = m.verify_ratio[static_cast<size_t>(g + 1)] * m.step_ms * noise.factor() * (first ? 1.4 : 1.0);
+    const double verify_ms =
+        m.verify_ratio[static_cast<size_t>(g + 1)] * m.step_ms * noise.factor() * (first ? 1.4 : 1.0);
     first = false;
     if (gamma == kAuto) policy.record(g, accepted, draft_ms, verify_ms);
     total += draft_ms + verify_ms;
@@ -110,7 +112,8 @@ constexpr int kSeeds = 200;
 double mean_rate(const Machine& m, const Acceptance& acceptance, int64_t gamma, int64_t tokens) {
   double sum = 0.0;
   for (int s = 0; s < kSeeds; ++s)
-    sum += static_cast<double>(tokens) / simulate(m, acceptance, gamma, tokens, 1000003ULL * static_cast<uint64_t>(s) + 17);
+    sum += static_cast<double>(tokens) /
+           simulate(m, acceptance, gamma, tokens, 1000003ULL * static_cast<uint64_t>(s) + 17);
   return sum / kSeeds;
 }
 

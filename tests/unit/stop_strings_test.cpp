@@ -34,7 +34,7 @@ TEST(StopStrings, FalseStartIsReleased) {
   EXPECT_EQ(m.push("EN").text, "");
   EXPECT_EQ(m.push("x").text, "ENx");
   EXPECT_EQ(m.push("EEN").text, "E");  // "EN" may still begin "END"
-  EXPECT_EQ(m.finish(), "EN");          // generation ended: nothing is lost
+  EXPECT_EQ(m.finish(), "EN");         // generation ended: nothing is lost
   EXPECT_FALSE(m.stopped());
 }
 

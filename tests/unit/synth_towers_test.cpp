@@ -13,7 +13,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "temp_dir.h"
 #include "specula/io/checkpoint.h"
 #include "specula/io/checkpoint_summary.h"
 #include "specula/io/towers.h"
@@ -21,6 +20,7 @@
 #include "specula/synth/presets.h"
 #include "specula/synth/writer.h"
 #include "specula/util/error.h"
+#include "temp_dir.h"
 
 namespace specula {
 namespace {
@@ -41,8 +41,8 @@ SynthOptions options(const std::string& preset, bool quantized, bool towers) {
 }
 
 CheckpointSummary summary_of(const synth::CheckpointPlan& plan) {
-  return summarize_checkpoint(
-      load_target(plan.config, "/synthetic/config.json", TensorStore::from_views("/synthetic", synth::plan_views(plan))));
+  return summarize_checkpoint(load_target(plan.config, "/synthetic/config.json",
+                                          TensorStore::from_views("/synthetic", synth::plan_views(plan))));
 }
 
 TEST(SynthTowers, TinyTowersLoadBesideTheTextModelAndAreCountedApart) {

@@ -34,7 +34,8 @@ void expect_mask_equals_brute_force(TokenMasker& masker, const TokenTrie& trie, 
   size_t allowed = 0, mismatches = 0;
   for (size_t t = 0; t < trie.vocab_size(); ++t) {
     GrammarMatcher probe = state;
-    const bool expect = !trie.bytes_of(static_cast<int32_t>(t)).empty() && probe.accept_bytes(trie.bytes_of(static_cast<int32_t>(t)));
+    const bool expect =
+        !trie.bytes_of(static_cast<int32_t>(t)).empty() && probe.accept_bytes(trie.bytes_of(static_cast<int32_t>(t)));
     allowed += expect;
     if (expect != bit(mask, t) && ++mismatches < 5) ADD_FAILURE() << "token " << t << " expected " << expect;
   }
@@ -72,8 +73,8 @@ TEST(TokenMask, MultiByteCharactersAndPartialTokens) {
   TokenMasker masker(g, trie, trie->vocab_size(), {1});
   GrammarMatcher state(g);
   const auto mask = masker.mask(state);
-  EXPECT_TRUE(bit(mask, static_cast<size_t>(*tok.token_to_id("<0xE4>"))));   // 中 starts E4 B8 AD
-  EXPECT_TRUE(bit(mask, static_cast<size_t>(*tok.token_to_id("<0xC3>"))));   // é is C3 A9
+  EXPECT_TRUE(bit(mask, static_cast<size_t>(*tok.token_to_id("<0xE4>"))));  // 中 starts E4 B8 AD
+  EXPECT_TRUE(bit(mask, static_cast<size_t>(*tok.token_to_id("<0xC3>"))));  // é is C3 A9
   EXPECT_FALSE(bit(mask, static_cast<size_t>(*tok.token_to_id("<0xE5>"))));
   EXPECT_FALSE(bit(mask, 1));  // <eos>: the grammar cannot end yet
   for (const int32_t id : tok.encode("中文", false)) {

@@ -55,8 +55,7 @@ TEST(GemmaTokenizer, SpecEncodings) {
        {105, 2364, 107, 3689, 563, 236743, 236778, 236862, 236778, 236881, 106, 107, 105, 4368, 107}},
       {"<|tool_call>call:bash{command:<|\"|>ls -la<|\"|>}<tool_call|>",
        {48, 6639, 236787, 42422, 236782, 7674, 236787, 52, 5629, 753, 2149, 52, 236783, 49}},
-      {"The quick brown fox jumps over the lazy dog.",
-       {818, 3823, 8864, 37423, 38167, 1024, 506, 31770, 4799, 236761}},
+      {"The quick brown fox jumps over the lazy dog.", {818, 3823, 8864, 37423, 38167, 1024, 506, 31770, 4799, 236761}},
       {"The capital of France is", {818, 5279, 529, 7001, 563}},
       {"", {}},
   };
@@ -71,9 +70,9 @@ TEST(GemmaTokenizer, ChatPromptGoldens) {
   const std::string prompt =
       "<bos><|turn>system\nYou are terse.<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\nHello.<turn|>\n"
       "<|turn>user\nBye<turn|>\n<|turn>model\n<|channel>thought\n<channel|>";
-  const Ids want = {2,     105, 9731, 107, 3048, 659, 17514, 236761, 106, 107,   105, 2364,
-                    107,   10979, 106, 107, 105, 4368, 107, 9259, 236761, 106, 107, 105,
-                    2364,  107, 98874, 106, 107, 105, 4368, 107, 100, 45518, 107, 101};
+  const Ids want = {2,    105,   9731,  107, 3048, 659,  17514, 236761, 106,    107,   105, 2364,
+                    107,  10979, 106,   107, 105,  4368, 107,   9259,   236761, 106,   107, 105,
+                    2364, 107,   98874, 106, 107,  105,  4368,  107,    100,    45518, 107, 101};
   EXPECT_EQ(tok.encode(prompt, false), want);
   // Gemma 3 turn markers are plain text in Gemma 4.
   EXPECT_EQ(tok.encode("<start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n", false).size(), 32u);
@@ -91,13 +90,33 @@ TEST(GemmaTokenizer, AddSpecialTokensPrependsOneBos) {
 TEST(GemmaTokenizer, SpecialIdsAndLookups) {
   const Tokenizer& tok = gemma_tokenizer();
   EXPECT_EQ(tok.vocab_size(), 262145u);  // 262 144 + <image_soft_token> as an added token
-  const std::vector<std::pair<std::string, int32_t>> ids = {
-      {"<pad>", 0},    {"<eos>", 1},        {"<bos>", 2},          {"<unk>", 3},         {"<mask>", 4},
-      {"<|tool>", 46}, {"<tool|>", 47},     {"<|tool_call>", 48},  {"<tool_call|>", 49}, {"<|tool_response>", 50},
-      {"<tool_response|>", 51}, {"<|\"|>", 52}, {"<|think|>", 98}, {"<|channel>", 100}, {"<channel|>", 101},
-      {"<|turn>", 105}, {"<turn|>", 106},   {"\n", 107},           {"<|image>", 255999}, {"<|audio>", 256000},
-      {"<|image|>", 258880}, {"<audio|>", 258883}, {"<|video|>", 258884}, {"user", 2364}, {"model", 4368},
-      {"system", 9731}, {"thought", 45518}};
+  const std::vector<std::pair<std::string, int32_t>> ids = {{"<pad>", 0},
+                                                            {"<eos>", 1},
+                                                            {"<bos>", 2},
+                                                            {"<unk>", 3},
+                                                            {"<mask>", 4},
+                                                            {"<|tool>", 46},
+                                                            {"<tool|>", 47},
+                                                            {"<|tool_call>", 48},
+                                                            {"<tool_call|>", 49},
+                                                            {"<|tool_response>", 50},
+                                                            {"<tool_response|>", 51},
+                                                            {"<|\"|>", 52},
+                                                            {"<|think|>", 98},
+                                                            {"<|channel>", 100},
+                                                            {"<channel|>", 101},
+                                                            {"<|turn>", 105},
+                                                            {"<turn|>", 106},
+                                                            {"\n", 107},
+                                                            {"<|image>", 255999},
+                                                            {"<|audio>", 256000},
+                                                            {"<|image|>", 258880},
+                                                            {"<audio|>", 258883},
+                                                            {"<|video|>", 258884},
+                                                            {"user", 2364},
+                                                            {"model", 4368},
+                                                            {"system", 9731},
+                                                            {"thought", 45518}};
   for (const auto& [token, id] : ids) {
     EXPECT_EQ(tok.token_to_id(token), id) << token;
     EXPECT_EQ(tok.id_to_token(id), token) << id;
@@ -136,7 +155,7 @@ TEST(GemmaTokenizer, InvalidUtf8InputFallsBackToBytes) {
   const Tokenizer& tok = gemma_tokenizer();
   // Truncated, overlong and stray bytes are not characters: each byte becomes its <0xNN> token.
   for (const std::string& bad : {std::string("\xE4\xB8"), std::string("\xC0\x80"), std::string("\xFF"),
-                                std::string("\xED\xA0\x80"), std::string("\xE4\xB8\xFF")}) {
+                                 std::string("\xED\xA0\x80"), std::string("\xE4\xB8\xFF")}) {
     const Ids ids = tok.encode(bad, false);
     ASSERT_EQ(ids.size(), bad.size()) << bad;
     for (size_t i = 0; i < bad.size(); ++i) {
@@ -144,7 +163,10 @@ TEST(GemmaTokenizer, InvalidUtf8InputFallsBackToBytes) {
     }
   }
   // A bad continuation byte ends the broken character; the next character encodes normally.
-  const Ids ids = tok.encode("\xE4" "a", false);
+  const Ids ids = tok.encode(
+      "\xE4"
+      "a",
+      false);
   ASSERT_EQ(ids.size(), 2u);
   EXPECT_EQ(tok.id_to_token(ids[0]), "<0xE4>");
   EXPECT_EQ(ids[1], tok.encode("a", false)[0]);
@@ -185,10 +207,10 @@ Tokenizer tiny(const nlohmann::json& j) { return Tokenizer::from_json(j.dump(), 
 
 TEST(TokenizerComponents, BpeAppliesMergesByRank) {
   const Tokenizer tok = tiny(tiny_tokenizer());
-  EXPECT_EQ(tok.encode("abc", false), (Ids{6}));   // (a,b) rank 0 first, then (ab,c)
+  EXPECT_EQ(tok.encode("abc", false), (Ids{6}));  // (a,b) rank 0 first, then (ab,c)
   EXPECT_EQ(tok.encode("bc", false), (Ids{8}));
   EXPECT_EQ(tok.encode("cba", false), (Ids{5, 3, 2}));
-  EXPECT_EQ(tok.encode("a b", false), (Ids{2, 3}));  // Split/Removed drops the spaces
+  EXPECT_EQ(tok.encode("a b", false), (Ids{2, 3}));    // Split/Removed drops the spaces
   EXPECT_EQ(tok.encode("abc", true), (Ids{0, 6, 0}));  // TemplateProcessing around the sequence
 }
 
@@ -256,7 +278,8 @@ TEST(TokenizerComponents, NormalizerAndDecoderSequences) {
 
 TEST(TokenizerErrors, UnsupportedComponentNamesTypeAndPath) {
   nlohmann::json j = tiny_tokenizer();
-  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "Prepend"}, {"prepend", "x"}}, {{"type", "NFKC"}}}}};
+  j["normalizer"] = {{"type", "Sequence"},
+                     {"normalizers", {{{"type", "Prepend"}, {"prepend", "x"}}, {{"type", "NFKC"}}}}};
   try {
     tiny(j);
     FAIL() << "expected an error";

@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "page_residency.h"
-#include "temp_dir.h"
 #include "specula/io/checkpoint.h"
 #include "specula/model/target_model.h"
 #include "specula/synth/plan.h"
 #include "specula/synth/writer.h"
 #include "specula/util/thread_pool.h"
+#include "temp_dir.h"
 
 namespace specula {
 namespace {

@@ -164,21 +164,26 @@ std::string report_markdown(const SuiteReport& r) {
       "specula bench: CPU {}, kernels {}, precision {}, {} hardware threads; every figure is the median of {} "
       "run(s)\n\n"
       "Counts: prefill prompt {} tokens, {} decode steps after it; step costs at that context from {} "
-      "call(s) each (target widths: the median, taken in turn; drafter: the mean), verify widths 2..{}; speculative runs: {}-token prompt, {} tokens each, auto gamma up to {}.\n\n",
+      "call(s) each (target widths: the median, taken in turn; drafter: the mean), verify widths 2..{}; speculative "
+      "runs: {}-token prompt, {} tokens each, auto gamma up to {}.\n\n",
       r.cpu_model, r.kernels, precision_name(o.precision), r.hardware_threads, o.runs, o.prompt_tokens, o.decode_tokens,
       o.cost_repeats, o.max_verify_width, o.spec_prompt_tokens, o.spec_tokens, o.auto_max_gamma);
   md += "Read bandwidth measured by this run:";
   for (const auto& [t, v] : r.bandwidth_gbs) md += fmt::format(" {} thread(s) {:.1f} GB/s;", t, v);
-  md += "\n\n| model | threads | load ms | TTFT ms | prefill tok/s | decode tok/s | decode CPU ms/token | MB/token | GB/s streamed | "
-        "roofline | peak RSS MB | peak RSS - (weights on disk + KV) MB |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  md +=
+      "\n\n| model | threads | load ms | TTFT ms | prefill tok/s | decode tok/s | decode CPU ms/token | MB/token | "
+      "GB/s streamed | "
+      "roofline | peak RSS MB | peak RSS - (weights on disk + KV) MB "
+      "|\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const ModelFigures& m : r.models)
     for (const ThreadFigures& t : m.threads)
-      md += fmt::format("| {} | {} | {:.0f} | {:.0f} | {:.2f} | {:.2f} | {:.0f} | {:.0f} | {:.1f} | {:.0f}% | {:.0f}{} | {:.0f} |\n",
-                        m.name, t.threads, m.load_ms, t.ttft_ms, t.prefill_tok_per_s, t.decode_tok_per_s, t.decode_cpu_ms_per_token,
-                        mb(m.bytes_per_token), mb(m.bytes_per_token) * t.decode_tok_per_s / 1e3,
-                        100.0 * roofline_fraction(m, t, r.bandwidth_gbs), mb(m.peak_rss_bytes),
-                        m.peak_rss_isolated ? "" : " (since start)",
-                        mb(m.peak_rss_bytes) - mb(m.bytes_on_disk + m.drafter_bytes_on_disk) - mb(m.kv_bytes));
+      md += fmt::format(
+          "| {} | {} | {:.0f} | {:.0f} | {:.2f} | {:.2f} | {:.0f} | {:.0f} | {:.1f} | {:.0f}% | {:.0f}{} | {:.0f} |\n",
+          m.name, t.threads, m.load_ms, t.ttft_ms, t.prefill_tok_per_s, t.decode_tok_per_s, t.decode_cpu_ms_per_token,
+          mb(m.bytes_per_token), mb(m.bytes_per_token) * t.decode_tok_per_s / 1e3,
+          100.0 * roofline_fraction(m, t, r.bandwidth_gbs), mb(m.peak_rss_bytes),
+          m.peak_rss_isolated ? "" : " (since start)",
+          mb(m.peak_rss_bytes) - mb(m.bytes_on_disk + m.drafter_bytes_on_disk) - mb(m.kv_bytes));
 
   for (const ModelFigures& m : r.models) {
     md += fmt::format("\n{}: cost relative to one decode step\n\n| threads | decode step ms | drafter step |", m.name);
@@ -216,7 +221,8 @@ std::string report_markdown(const SuiteReport& r) {
     if (m.drafter_dir.empty() || m.threads.empty() || m.threads.front().spec.empty()) continue;
     md += fmt::format(
         "\n{}: speculative decoding at controlled acceptance p, speedup over plain decoding of the same tokens, "
-        "measured (expected from p, gamma and the costs above; auto: mean gamma chosen)\n\n| threads | p | plain tok/s |",
+        "measured (expected from p, gamma and the costs above; auto: mean gamma chosen)\n\n| threads | p | plain tok/s "
+        "|",
         m.name);
     for (const std::string& g : o.gammas) md += g == "auto" ? " auto |" : fmt::format(" gamma {} |", g);
     md += "\n|---|---|---|";

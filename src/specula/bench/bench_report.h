@@ -20,8 +20,8 @@ namespace specula::bench {
 
 struct SuiteReport {
   SuiteOptions options;
-  std::string cpu_model;                // util/cpu_info.h
-  std::string kernels;                  // the active kernel set (kernels/isa.h) and the fast kernels
+  std::string cpu_model;  // util/cpu_info.h
+  std::string kernels;    // the active kernel set (kernels/isa.h) and the fast kernels
   int hardware_threads = 0;
   std::map<int, double> bandwidth_gbs;  // threads -> measured read bandwidth
   std::vector<ModelFigures> models;

@@ -11,12 +11,12 @@
 
 #include "specula/bench/compute_roof.h"
 #include "specula/io/checkpoint_summary.h"
+#include "specula/model/drafter.h"
 #include "specula/model/generate.h"
 #include "specula/model/target_benchmark.h"
 #include "specula/model/target_model.h"
 #include "specula/speculative/controlled_acceptance.h"
 #include "specula/speculative/draft_benchmark.h"
-#include "specula/model/drafter.h"
 #include "specula/util/error.h"
 #include "specula/util/memory_bandwidth.h"
 #include "specula/util/progress.h"
@@ -32,8 +32,7 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 // The raw samples of one thread count, one entry per run.
 struct ThreadSamples {
   std::vector<double> prefill_tok_per_s, ttft_ms, decode_tok_per_s, decode_ms_per_token, decode_cpu_ms_per_token,
-      step_decode_ms, draft_step_ms,
-      draft_step_ratio;
+      step_decode_ms, draft_step_ms, draft_step_ratio;
   std::map<int64_t, std::vector<double>> verify_ratio;
   // Indexed like the (p, gamma) list.
   std::vector<std::vector<double>> plain_tps, spec_tps, speedup, acceptance, mean_gamma;
@@ -99,8 +98,8 @@ void SuiteOptions::validate() const {
          auto_max_gamma + 1, max_verify_width);
   for (const SpecCase& c : spec_cases(*this))
     if (!c.gamma.automatic && (c.gamma.fixed < 1 || c.gamma.fixed + 1 > max_verify_width))
-      fail("bench: gamma {} must be in [1, {}] (verify widths measured up to {})", c.gamma.fixed,
-           max_verify_width - 1, max_verify_width);
+      fail("bench: gamma {} must be in [1, {}] (verify widths measured up to {})", c.gamma.fixed, max_verify_width - 1,
+           max_verify_width);
 }
 
 std::map<int, double> measure_bandwidths(const SuiteOptions& o, const Log& log) {
@@ -199,9 +198,10 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
       s.step_decode_ms.push_back(c.decode_ms);
       for (int64_t w = 2; w <= o.max_verify_width; ++w) s.verify_ratio[w].push_back(c.verify_ratio(w));
       fig.kv_bytes = std::max(fig.kv_bytes, cache.allocated_bytes());
-      std::string line = fmt::format("{}, {} thread(s), run {}/{}: prefill {:.1f} tok/s, decode {:.2f} tok/s, verify(4) {:.2f}x",
-                                     m.name, t, run + 1, o.runs, g.prefill_tok_per_s, g.decode_tok_per_s,
-                                     o.max_verify_width >= 4 ? c.verify_ratio(4) : c.verify_ratio(2));
+      std::string line =
+          fmt::format("{}, {} thread(s), run {}/{}: prefill {:.1f} tok/s, decode {:.2f} tok/s, verify(4) {:.2f}x",
+                      m.name, t, run + 1, o.runs, g.prefill_tok_per_s, g.decode_tok_per_s,
+                      o.max_verify_width >= 4 ? c.verify_ratio(4) : c.verify_ratio(2));
 
       if (with_drafter) {
         // The drafter's input: the target's final-norm hidden of the newest position.
@@ -210,7 +210,8 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
         req.logits = false;
         req.hidden = true;
         const ForwardOutput out = model->forward(cache, std::span<const int32_t>(&g.tokens.back(), 1), req, pool);
-        const double d = time_draft_step(*model, cache, *drafter, g.tokens.back(), out.hidden_row(0), o.cost_repeats, pool);
+        const double d =
+            time_draft_step(*model, cache, *drafter, g.tokens.back(), out.hidden_row(0), o.cost_repeats, pool);
         s.draft_step_ms.push_back(d);
         s.draft_step_ratio.push_back(c.decode_ms > 0 ? d / c.decode_ms : 0.0);
 
@@ -219,8 +220,8 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
         go.ignore_eos = true;
         const double plain = generate_greedy(*model, cache, spec_prompt, go, pool).stats.decode_tok_per_s();
         for (size_t i = 0; i < cases.size(); ++i) {
-          const SpeculativeResult r = run_controlled_acceptance(*model, cache, *drafter, spec_prompt, reference, cases[i].p,
-                                                                cases[i].gamma, o.spec_tokens, o.seed, pool);
+          const SpeculativeResult r = run_controlled_acceptance(
+              *model, cache, *drafter, spec_prompt, reference, cases[i].p, cases[i].gamma, o.spec_tokens, o.seed, pool);
           const double spec = r.stats.decode_tok_per_s();
           s.plain_tps[i].push_back(plain);
           s.spec_tps[i].push_back(spec);
@@ -232,15 +233,16 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
       }
       const double run_s = ms_since(t_run) / 1000.0;
       log(line + fmt::format(" ({:.0f} s{})", run_s,
-                             run + 1 < o.runs ? fmt::format(", ~{:.0f} s more at {} thread(s)", run_s * (o.runs - run - 1), t)
-                                              : std::string()));
+                             run + 1 < o.runs
+                                 ? fmt::format(", ~{:.0f} s more at {} thread(s)", run_s * (o.runs - run - 1), t)
+                                 : std::string()));
     }
 
     ThreadFigures tf;
     tf.threads = t;
     tf.compute_roof_bytes_per_s = measure_compute_roof(model->weights().lm_head, o.max_verify_width, o.precision, pool);
-    log(fmt::format("{}: matmul kernels in cache, {} thread(s), GB of weights/s: 1 row {:.0f}, {} rows {:.0f}", m.name, t,
-                    tf.compute_roof_bytes_per_s.at(1) / 1e9, o.max_verify_width,
+    log(fmt::format("{}: matmul kernels in cache, {} thread(s), GB of weights/s: 1 row {:.0f}, {} rows {:.0f}", m.name,
+                    t, tf.compute_roof_bytes_per_s.at(1) / 1e9, o.max_verify_width,
                     tf.compute_roof_bytes_per_s.at(o.max_verify_width) / 1e9));
     tf.prefill_tok_per_s = median(s.prefill_tok_per_s);
     tf.ttft_ms = median(s.ttft_ms);
@@ -269,7 +271,8 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
         if (gc.automatic) {
           // What a policy knowing p and the costs would reach: the best gamma (0 = plain).
           f.expected_speedup = 1.0;
-          for (int64_t gamma = 1; gamma <= gc.max_gamma; ++gamma) f.expected_speedup = std::max(f.expected_speedup, expected(gamma));
+          for (int64_t gamma = 1; gamma <= gc.max_gamma; ++gamma)
+            f.expected_speedup = std::max(f.expected_speedup, expected(gamma));
           f.ideal_speedup = ideal_speedup(f.p, gc.max_gamma);
         } else {
           f.expected_speedup = expected(gc.fixed);

@@ -25,19 +25,20 @@ namespace specula::bench {
 struct SuiteOptions {
   std::vector<int> threads = {1, 2};
   Precision precision = Precision::Fast;
-  int64_t runs = 3;                 // every figure is the median over this many runs
-  int64_t prompt_tokens = 512;      // prefill / time-to-first-token prompt
-  int64_t decode_tokens = 16;       // decode steps timed after it
-  int64_t cost_repeats = 5;         // calls per step-cost figure: the median for the target widths, the mean for the drafter (one figure per run)
+  int64_t runs = 3;             // every figure is the median over this many runs
+  int64_t prompt_tokens = 512;  // prefill / time-to-first-token prompt
+  int64_t decode_tokens = 16;   // decode steps timed after it
+  int64_t cost_repeats =
+      5;  // calls per step-cost figure: the median for the target widths, the mean for the drafter (one figure per run)
   int64_t max_verify_width = 9;     // verify widths 2..this (gamma + 1); covers auto's largest gamma
   int64_t spec_prompt_tokens = 16;  // prompt of the speculative runs (each run prefills it again)
   int64_t spec_tokens = 32;         // tokens generated per speculative (and matching plain) run
   std::vector<double> acceptance = {0.3, 0.5, 0.7, 0.9};
   std::vector<std::string> gammas = {"1", "2", "3", "4", "auto"};
-  int64_t auto_max_gamma = 8;       // `--gamma auto`'s largest gamma (as `specula run` uses it)
+  int64_t auto_max_gamma = 8;  // `--gamma auto`'s largest gamma (as `specula run` uses it)
   uint64_t bandwidth_bytes = 1ull << 30;
   uint32_t seed = 1;
-  std::string packed_cache_dir;     // TargetOptions::packed_cache_dir ("" = no cache file)
+  std::string packed_cache_dir;  // TargetOptions::packed_cache_dir ("" = no cache file)
 
   // The --quick settings: a few tokens, one run, a smaller bandwidth buffer (for tests).
   static SuiteOptions quick();
@@ -47,14 +48,14 @@ struct SuiteOptions {
 
 struct SpecFigure {
   double p = 0.0;
-  std::string gamma;                // "1".."N" or "auto"
-  double plain_tok_per_s = 0.0;     // plain decoding of the same tokens, same run
+  std::string gamma;             // "1".."N" or "auto"
+  double plain_tok_per_s = 0.0;  // plain decoding of the same tokens, same run
   double spec_tok_per_s = 0.0;
-  double speedup = 0.0;             // median over runs of spec / plain
-  double expected_speedup = 0.0;    // from p, gamma and the measured costs (auto: the best gamma)
-  double ideal_speedup = 0.0;       // free drafting and verification (auto: its largest gamma)
-  double acceptance_rate = 0.0;     // accepted / drafted (follows p)
-  double mean_gamma = 0.0;          // drafts per round (auto: what the policy chose)
+  double speedup = 0.0;           // median over runs of spec / plain
+  double expected_speedup = 0.0;  // from p, gamma and the measured costs (auto: the best gamma)
+  double ideal_speedup = 0.0;     // free drafting and verification (auto: its largest gamma)
+  double acceptance_rate = 0.0;   // accepted / drafted (follows p)
+  double mean_gamma = 0.0;        // drafts per round (auto: what the policy chose)
 };
 
 struct ThreadFigures {
@@ -64,35 +65,35 @@ struct ThreadFigures {
   double decode_tok_per_s = 0.0;
   double decode_ms_per_token = 0.0;
   double decode_cpu_ms_per_token = 0.0;         // process CPU time (all threads) per decode token
-  double step_decode_ms = 0.0;                 // the decode step the cost ratios divide by
+  double step_decode_ms = 0.0;                  // the decode step the cost ratios divide by
   std::map<int64_t, double> verify_cost_ratio;  // rows -> verify forward / decode step
   // rows -> weight bytes per second the matmul kernels get through with the weights in cache
   // (bench/compute_roof.h), 1..max_verify_width rows.
   std::map<int64_t, double> compute_roof_bytes_per_s;
-  std::optional<double> draft_step_ms;         // with a drafter
+  std::optional<double> draft_step_ms;  // with a drafter
   std::optional<double> draft_step_ratio;
-  std::vector<SpecFigure> spec;                // with a drafter
+  std::vector<SpecFigure> spec;  // with a drafter
 };
 
 struct ModelFigures {
   std::string name;
   std::string model_dir;
-  std::string drafter_dir;                     // empty: target only
+  std::string drafter_dir;  // empty: target only
   double load_ms = 0.0;
   double drafter_load_ms = 0.0;
-  uint64_t bytes_per_token = 0;                // weight bytes one decode step streams
+  uint64_t bytes_per_token = 0;  // weight bytes one decode step streams
   uint64_t bytes_on_disk = 0;
   uint64_t drafter_bytes_on_disk = 0;
-  uint64_t kv_bytes = 0;                       // KV allocated at the longest context measured
+  uint64_t kv_bytes = 0;  // KV allocated at the longest context measured
   uint64_t peak_rss_bytes = 0;
-  bool peak_rss_isolated = false;              // false: the peak counts from process start
+  bool peak_rss_isolated = false;  // false: the peak counts from process start
   std::vector<ThreadFigures> threads;
 };
 
 struct ModelToBench {
   std::string name;
   std::string model_dir;
-  std::string drafter_dir;                     // optional
+  std::string drafter_dir;  // optional
 };
 
 using Log = std::function<void(const std::string&)>;

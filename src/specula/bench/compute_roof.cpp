@@ -53,7 +53,9 @@ std::map<int64_t, double> measure_compute_roof(const WeightMatrix& like, int64_t
       std::memcpy(&data[i], &r, 8);
     }
   } else {
-    const DType t = w.format == WeightFormat::F32 ? DType::F32 : w.format == WeightFormat::F16 ? DType::F16 : DType::BF16;
+    const DType t = w.format == WeightFormat::F32   ? DType::F32
+                    : w.format == WeightFormat::F16 ? DType::F16
+                                                    : DType::BF16;
     fill_small(data.data(), data.size() / dtype_size(t), t);
   }
   w.data = data.data();

@@ -9,9 +9,9 @@
 
 #include "specula/engine/scheduler.h"
 #include "specula/kernels/isa.h"
+#include "specula/model/drafter.h"
 #include "specula/model/target_model.h"
 #include "specula/speculative/controlled_acceptance.h"
-#include "specula/model/drafter.h"
 #include "specula/util/cpu_info.h"
 #include "specula/util/error.h"
 #include "specula/util/median.h"
@@ -50,9 +50,9 @@ std::vector<int32_t> stream_prompt(int64_t length, uint32_t seed, int64_t vocab)
 }
 
 struct StreamResult {
-  double ttft_ms = 0.0;            // from the common start
+  double ttft_ms = 0.0;  // from the common start
   double end_ms = 0.0;
-  std::vector<double> token_ms;    // when each token was emitted, from the common start
+  std::vector<double> token_ms;  // when each token was emitted, from the common start
   SpeculativeResult result;
 };
 
@@ -278,7 +278,8 @@ ConcurrencyReport bench_concurrency(const std::string& model_dir, const std::str
         }
         runs.push_back(summarize(c, speculative, r));
         const ConcurrencyFigure& f = runs.back();
-        log(fmt::format("concurrency {} {}: {:.2f} tok/s aggregate ({:.2f} while all decode), {:.2f} per stream, "
+        log(
+            fmt::format("concurrency {} {}: {:.2f} tok/s aggregate ({:.2f} while all decode), {:.2f} per stream, "
                         "TTFT p50 {:.0f} ms{}",
                         c, speculative ? "speculative" : "plain", f.aggregate_tok_per_s, f.decode_aggregate_tok_per_s,
                         f.per_stream_tok_per_s, f.ttft_p50_ms,
@@ -363,25 +364,29 @@ std::string concurrency_markdown(const ConcurrencyReport& r) {
       r.cpu_model, r.kernels, r.bandwidth_gbs, r.options.threads, precision_name(r.options.precision), r.model_dir,
       r.drafter_dir.empty() ? "" : " + drafter " + r.drafter_dir, r.options.prompt_tokens, r.options.tokens,
       r.options.gamma, r.options.acceptance);
-  out += "aggregate: every stream's tokens over the wall time (prefills included); decode aggregate: tokens/s "
-         "while all streams decode together (from the last first token to the first last token); TTFT: from the "
-         "common start. Staggered clients (plain): each of N clients sends " +
-         std::to_string(kStaggeredRequests) +
-         " requests back to back, the clients' first requests spread evenly over one request's length; TTFT from "
-         "each request's submission.\n\n";
-  out += "| streams | mode | aggregate tok/s | x one stream | x plain | decode aggregate tok/s | x one stream | x plain | "
-         "per-stream tok/s | TTFT p50 ms | TTFT p99 ms | mean gamma | acceptance | staggered TTFT p50 ms | "
-         "x one client | staggered TTFT p99 ms |\n"
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  out +=
+      "aggregate: every stream's tokens over the wall time (prefills included); decode aggregate: tokens/s "
+      "while all streams decode together (from the last first token to the first last token); TTFT: from the "
+      "common start. Staggered clients (plain): each of N clients sends " +
+      std::to_string(kStaggeredRequests) +
+      " requests back to back, the clients' first requests spread evenly over one request's length; TTFT from "
+      "each request's submission.\n\n";
+  out +=
+      "| streams | mode | aggregate tok/s | x one stream | x plain | decode aggregate tok/s | x one stream | x plain | "
+      "per-stream tok/s | TTFT p50 ms | TTFT p99 ms | mean gamma | acceptance | staggered TTFT p50 ms | "
+      "x one client | staggered TTFT p99 ms |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   auto ratio = [](bool show, double v) { return show ? fmt::format("{:.2f}", v) : std::string("-"); };
   for (const ConcurrencyFigure& f : r.figures)
     out += fmt::format(
-        "| {} | {} | {:.2f} | {:.2f} | {} | {:.2f} | {:.2f} | {} | {:.2f} | {:.0f} | {:.0f} | {} | {} | {} | {} | {} |\n",
+        "| {} | {} | {:.2f} | {:.2f} | {} | {:.2f} | {:.2f} | {} | {:.2f} | {:.0f} | {:.0f} | {} | {} | {} | {} | {} "
+        "|\n",
         f.concurrency, f.speculative ? "speculative" : "plain", f.aggregate_tok_per_s, f.vs_one_stream,
         ratio(f.speculative, f.vs_plain), f.decode_aggregate_tok_per_s, f.decode_vs_one_stream,
         ratio(f.speculative, f.decode_vs_plain), f.per_stream_tok_per_s, f.ttft_p50_ms, f.ttft_p99_ms,
         ratio(f.speculative, f.mean_gamma), ratio(f.speculative, f.acceptance_rate),
-        f.speculative ? "-" : fmt::format("{:.0f}", f.staggered_ttft_p50_ms), ratio(!f.speculative, f.staggered_ttft_vs_one),
+        f.speculative ? "-" : fmt::format("{:.0f}", f.staggered_ttft_p50_ms),
+        ratio(!f.speculative, f.staggered_ttft_vs_one),
         f.speculative ? "-" : fmt::format("{:.0f}", f.staggered_ttft_p99_ms));
   out += fmt::format("\n{:.0f} s\n", r.elapsed_s);
   return out;

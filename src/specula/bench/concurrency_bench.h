@@ -24,12 +24,12 @@ struct ConcurrencyOptions {
   std::vector<int> concurrency = {1, 2, 4, 8};
   int threads = 2;
   Precision precision = Precision::Fast;
-  int64_t runs = 1;               // the median run (by aggregate tok/s) is reported
-  int64_t prompt_tokens = 64;     // each stream's own prompt
-  int64_t tokens = 32;            // generated per stream
-  double acceptance = 0.7;        // the speculative runs' per-draft acceptance
+  int64_t runs = 1;            // the median run (by aggregate tok/s) is reported
+  int64_t prompt_tokens = 64;  // each stream's own prompt
+  int64_t tokens = 32;         // generated per stream
+  double acceptance = 0.7;     // the speculative runs' per-draft acceptance
   std::string gamma = "auto";
-  int64_t step_rows = 0;          // the scheduler's row budget (0 = the prefill chunk)
+  int64_t step_rows = 0;  // the scheduler's row budget (0 = the prefill chunk)
   uint32_t seed = 1;
   std::string packed_cache_dir;
 
@@ -45,10 +45,10 @@ struct ConcurrencyFigure {
   double ttft_p50_ms = 0.0;
   double ttft_p99_ms = 0.0;
   double wall_ms = 0.0;
-  double mean_gamma = 0.0;            // drafts per round over every stream
+  double mean_gamma = 0.0;  // drafts per round over every stream
   double acceptance_rate = 0.0;
-  double vs_one_stream = 0.0;         // aggregate / this mode's aggregate at concurrency 1 (if measured)
-  double vs_plain = 0.0;              // speculative: aggregate / plain's at the same concurrency
+  double vs_one_stream = 0.0;  // aggregate / this mode's aggregate at concurrency 1 (if measured)
+  double vs_plain = 0.0;       // speculative: aggregate / plain's at the same concurrency
   // Tokens per second while every stream decodes (from the last first token to the first last
   // token): the batching figure, without the prefills.
   double decode_aggregate_tok_per_s = 0.0;
@@ -71,7 +71,8 @@ struct ConcurrencyReport {
 };
 
 ConcurrencyReport bench_concurrency(const std::string& model_dir, const std::string& drafter_dir,
-                                    const ConcurrencyOptions& options, const std::function<void(const std::string&)>& log);
+                                    const ConcurrencyOptions& options,
+                                    const std::function<void(const std::string&)>& log);
 
 nlohmann::json concurrency_json(const ConcurrencyReport& report);
 std::string concurrency_markdown(const ConcurrencyReport& report);

@@ -27,7 +27,7 @@ constexpr const char* kMarker = "specula-bench-synthetic.json";
 constexpr int kMarkerFormat = 1;
 
 nlohmann::json spec_json(const SyntheticModelSpec& s) {
-  return {{"format", kMarkerFormat}, {"preset", s.preset},         {"bits", s.bits},
+  return {{"format", kMarkerFormat},    {"preset", s.preset},        {"bits", s.bits},
           {"group_size", s.group_size}, {"drafter", s.with_drafter}, {"seed", s.seed}};
 }
 
@@ -110,13 +110,13 @@ SyntheticModel ensure_synthetic_model(const std::string& cache_dir, const Synthe
   if (ec) fail("bench: cannot create cache directory {}: {}", cache_dir, ec.message());
   const fs::space_info space = fs::space(cache_dir, ec);
   if (!ec && space.available < need + (need >> 4))
-    fail("bench: {} needs {} for the synthetic {} but only {} is free there (pass --cache-dir elsewhere)",
-         cache_dir, format_bytes(need), spec.name(), format_bytes(space.available));
+    fail("bench: {} needs {} for the synthetic {} but only {} is free there (pass --cache-dir elsewhere)", cache_dir,
+         format_bytes(need), spec.name(), format_bytes(space.available));
 
   const fs::path tmp = fs::path(cache_dir) / fmt::format(".{}.partial-{}", spec.name(), static_cast<long>(getpid()));
   fs::remove_all(tmp, ec);
-  log(fmt::format("writing synthetic {} ({}, seed {}) to {}: {}", spec.name(), spec.with_drafter ? "with drafter" : "target only",
-                  spec.seed, dir.string(), format_bytes(need)));
+  log(fmt::format("writing synthetic {} ({}, seed {}) to {}: {}", spec.name(),
+                  spec.with_drafter ? "with drafter" : "target only", spec.seed, dir.string(), format_bytes(need)));
   const auto t0 = std::chrono::steady_clock::now();
   try {
     synth::WriteCheckpointOptions wo;

@@ -13,19 +13,19 @@
 namespace specula::bench {
 
 struct SyntheticModelSpec {
-  std::string preset = "e4b";   // a synth preset name (synth/presets.h)
+  std::string preset = "e4b";  // a synth preset name (synth/presets.h)
   int bits = 4;
   int group_size = 64;
-  bool with_drafter = false;    // also the matching -assistant drafter (bf16)
+  bool with_drafter = false;  // also the matching -assistant drafter (bf16)
   uint64_t seed = 0;
 
-  std::string name() const;     // "e4b-q4g64"
+  std::string name() const;  // "e4b-q4g64"
 };
 
 struct SyntheticModel {
   std::string model_dir;
-  std::string drafter_dir;      // empty without a drafter
-  bool written = false;         // false: reused from the cache
+  std::string drafter_dir;  // empty without a drafter
+  bool written = false;     // false: reused from the cache
 };
 
 // $XDG_CACHE_HOME/specula/bench, else $HOME/.cache/specula/bench; throws if neither is set.

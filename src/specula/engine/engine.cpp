@@ -14,9 +14,9 @@
 #include "specula/engine/scheduler.h"
 #include "specula/engine/text_stream.h"
 #include "specula/engine/token_vocabulary.h"
-#include "specula/model/target_model.h"
 #include "specula/model/drafter.h"
 #include "specula/model/gguf_target.h"
+#include "specula/model/target_model.h"
 #include "specula/text/chat_template.h"
 #include "specula/text/tokenizer.h"
 #include "specula/util/error.h"
@@ -97,7 +97,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
     say(fmt::format("chat template: {}", e->template_->origin()));
   }
   std::vector<int32_t> tokenizer_eos;
-  if (e->tokenizer_) tokenizer_eos = tokenizer_eos_ids(*e->tokenizer_, tokenizer_special_tokens(dir), e->template_.get());
+  if (e->tokenizer_)
+    tokenizer_eos = tokenizer_eos_ids(*e->tokenizer_, tokenizer_special_tokens(dir), e->template_.get());
 
   t0 = Clock::now();
   say(fmt::format("loading target {} ({} precision) ...", options.model_dir, precision_name(options.precision)));
@@ -173,9 +174,10 @@ std::string Engine::decode(const std::vector<int32_t>& ids, bool skip_special_to
 std::string Engine::render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                 bool add_generation_prompt, const nlohmann::ordered_json& extra_variables) const {
   if (!template_)
-    fail("{} has no chat template (chat_template.jinja or tokenizer_config.json's chat_template); give one with "
-         "--chat-template FILE",
-         options_.model_dir);
+    fail(
+        "{} has no chat template (chat_template.jinja or tokenizer_config.json's chat_template); give one with "
+        "--chat-template FILE",
+        options_.model_dir);
   return template_->render(messages, tools, add_generation_prompt, extra_variables);
 }
 
@@ -210,9 +212,10 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   const int64_t vocab = model_->vocab_size();
   if (prompt.empty()) fail("engine: the prompt is empty (it must hold at least the BOS token)");
   if (static_cast<int64_t>(prompt.size()) + 1 > model_->max_context())
-    fail("engine: the prompt has {} tokens but the context holds {} (the prompt and at least one generated token "
-         "must fit)",
-         prompt.size(), model_->max_context());
+    fail(
+        "engine: the prompt has {} tokens but the context holds {} (the prompt and at least one generated token "
+        "must fit)",
+        prompt.size(), model_->max_context());
   for (size_t i = 0; i < prompt.size(); ++i)
     if (prompt[i] < 0 || prompt[i] >= vocab)
       fail("engine: prompt token {} at position {} is outside the vocabulary [0, {})", prompt[i], i, vocab);
@@ -240,8 +243,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
     so.method = drafter_ ? DraftMethod::Drafter : DraftMethod::Lookup;
     so.gamma = request.gamma.value_or(gamma_);
     const int64_t reserve = model_->options().rollback_reserve;
-    if (so.gamma.automatic && so.gamma.max_gamma < 0)
-      fail("engine: max gamma {} must be >= 0", so.gamma.max_gamma);
+    if (so.gamma.automatic && so.gamma.max_gamma < 0) fail("engine: max gamma {} must be >= 0", so.gamma.max_gamma);
     if (!so.gamma.automatic && (so.gamma.fixed < 0 || so.gamma.fixed > reserve))
       fail("engine: gamma {} must be in [0, {}] (the cache's rollback reserve; load with a larger --gamma to raise it)",
            so.gamma.fixed, reserve);

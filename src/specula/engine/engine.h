@@ -41,22 +41,21 @@ namespace text {
 class Tokenizer;
 }
 
-
 struct EngineOptions {
   std::string model_dir;
-  std::string draft;                     // drafter checkpoint dir, "lookup", or "" (plain decoding)
+  std::string draft;                      // drafter checkpoint dir, "lookup", or "" (plain decoding)
   std::string drafter_compat = "ollama";  // ollama | mlx-bun (model/drafter.h)
-  std::string gamma = "auto";            // default draft length: N or "auto"
-  std::string chat_template_file;        // overrides the checkpoint's chat template
-  int threads = 0;                       // 0 = hardware concurrency
-  int64_t max_context = 0;               // 0 = the model's max_position_embeddings
+  std::string gamma = "auto";             // default draft length: N or "auto"
+  std::string chat_template_file;         // overrides the checkpoint's chat template
+  int threads = 0;                        // 0 = hardware concurrency
+  int64_t max_context = 0;                // 0 = the model's max_position_embeddings
   int64_t prefill_chunk = kDefaultPrefillChunk;
   Precision precision = Precision::Fast;
   bool prompt_cache = true;
-  int parallel = 1;                      // generations decoding at once (KV slots)
-  int64_t step_rows = 0;                 // row budget of one batched step; 0 = prefill_chunk
-  int64_t kv_budget_mb = 0;              // KV memory of all slots (engine/scheduler.h); 0 = no limit
-  std::string packed_cache_dir;          // TargetOptions::packed_cache_dir ("" = no cache file)
+  int parallel = 1;              // generations decoding at once (KV slots)
+  int64_t step_rows = 0;         // row budget of one batched step; 0 = prefill_chunk
+  int64_t kv_budget_mb = 0;      // KV memory of all slots (engine/scheduler.h); 0 = no limit
+  std::string packed_cache_dir;  // TargetOptions::packed_cache_dir ("" = no cache file)
 };
 
 // A progress line while loading ("loading target 3/7 ...").
@@ -74,17 +73,17 @@ struct TokenLogprobs {
 };
 
 struct GenerationRequest {
-  std::vector<int32_t> prompt;           // token ids, BOS included (encode_* below)
+  std::vector<int32_t> prompt;  // token ids, BOS included (encode_* below)
   int64_t max_tokens = 256;
   bool ignore_eos = false;
-  SamplingParams sampling;               // resolved (engine.default_sampling() + overrides)
-  std::vector<std::string> stop;         // stop strings (matched on the text, held back)
-  bool speculative = true;               // false: plain decoding even when a draft source is loaded
+  SamplingParams sampling;        // resolved (engine.default_sampling() + overrides)
+  std::vector<std::string> stop;  // stop strings (matched on the text, held back)
+  bool speculative = true;        // false: plain decoding even when a draft source is loaded
   // Default: the engine's. Seeded sampling reproduces with any gamma ("auto" with sampling chooses
   // from acceptance alone, speculative/gamma_choice.h).
   std::optional<GammaChoice> gamma;
-  int top_logprobs = -1;                 // -1: no logprobs; 0..20: the chosen token's + that many
-  bool skip_special_tokens = true;       // in the streamed text
+  int top_logprobs = -1;            // -1: no logprobs; 0..20: the chosen token's + that many
+  bool skip_special_tokens = true;  // in the streamed text
   // Constrained output (grammar/): a JSON Schema or GBNF grammar, compiled; null for none. Needs
   // the tokenizer. The output is always a prefix of the grammar's language, complete unless the
   // token budget or the context ended it first.
@@ -96,14 +95,14 @@ struct GenerationRequest {
 struct GenerationEvent {
   std::vector<int32_t> tokens;
   std::string text;
-  std::vector<TokenLogprobs> logprobs;   // one per token, when requested
+  std::vector<TokenLogprobs> logprobs;  // one per token, when requested
 };
 // Return false to cancel: generation stops within one decode step (finish_reason "cancelled").
 using GenerationCallback = std::function<bool(const GenerationEvent& event)>;
 
 struct GenerationStats {
   int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;      // prompt tokens reused from the prompt cache (not prefilled)
+  int64_t cached_tokens = 0;  // prompt tokens reused from the prompt cache (not prefilled)
   int64_t completion_tokens = 0;
   int64_t drafted = 0;
   int64_t accepted = 0;
@@ -118,11 +117,11 @@ struct GenerationStats {
 };
 
 struct GenerationResult {
-  std::vector<int32_t> tokens;           // every emitted token (the EOS token excluded)
-  std::string text;                      // the final text (stop string and what follows removed)
+  std::vector<int32_t> tokens;  // every emitted token (the EOS token excluded)
+  std::string text;             // the final text (stop string and what follows removed)
   // "stop" (EOS or a stop string), "length" (max_tokens or the context limit), "cancelled".
   std::string finish_reason;
-  int stop_index = -1;                   // which stop string matched, if any
+  int stop_index = -1;  // which stop string matched, if any
   std::vector<TokenLogprobs> logprobs;
   GenerationStats stats;
 };
@@ -139,8 +138,8 @@ class Engine {
   const Drafter* drafter() const { return drafter_.get(); }
   const text::Tokenizer* tokenizer() const { return tokenizer_.get(); }
   const ChatTemplate* chat_template() const { return template_.get(); }
-  std::string model_name() const;        // the model directory's last path component
-  std::string draft_description() const; // "none", "lookup" or the drafter's directory name
+  std::string model_name() const;         // the model directory's last path component
+  std::string draft_description() const;  // "none", "lookup" or the drafter's directory name
   int64_t max_context() const;
   int threads() const;
   // The checkpoint's generation_config.json defaults (greedy when it has none).
@@ -154,8 +153,9 @@ class Engine {
                           bool add_generation_prompt = true,
                           const nlohmann::ordered_json& extra_variables = nlohmann::ordered_json::object()) const;
   // render_chat encoded without adding special tokens again (the template writes <bos>).
-  std::vector<int32_t> encode_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools = nullptr,
-                                   const nlohmann::ordered_json& extra_variables = nlohmann::ordered_json::object()) const;
+  std::vector<int32_t> encode_chat(
+      const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools = nullptr,
+      const nlohmann::ordered_json& extra_variables = nlohmann::ordered_json::object()) const;
 
   // Runs one generation (see the prompt cache above). Throws specula::Error before any work on
   // an invalid request (empty prompt, prompt + 1 past the context, bad sampling values, token ids

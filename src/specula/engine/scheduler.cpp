@@ -54,12 +54,12 @@ Reuse plan_reuse(const std::vector<int32_t>& held, const TargetCache& cache, con
 struct Scheduler::Slot {
   explicit Slot(TargetCache c) : cache(std::move(c)) {}
   TargetCache cache;
-  std::vector<int32_t> tokens;       // what the cache holds, for the prompt cache (when idle)
-  CacheSnapshot prompt_end;          // the caches at the end of the last prompt (see plan_reuse)
+  std::vector<int32_t> tokens;  // what the cache holds, for the prompt cache (when idle)
+  CacheSnapshot prompt_end;     // the caches at the end of the last prompt (see plan_reuse)
   Job* job = nullptr;
   uint64_t last_used = 0;
-  std::atomic<int64_t> held{0};      // positions of a running generation (for kv_utilization)
-  std::atomic<int64_t> cached{0};    // tokens.size(), readable from any thread
+  std::atomic<int64_t> held{0};    // positions of a running generation (for kv_utilization)
+  std::atomic<int64_t> cached{0};  // tokens.size(), readable from any thread
 };
 
 struct Scheduler::Job {
@@ -69,7 +69,7 @@ struct Scheduler::Job {
   int64_t keep = 0;
   std::exception_ptr error;
   ScheduledOutcome outcome;
-  uint64_t kv_reserved = 0;          // bytes counted against the KV budget while it runs
+  uint64_t kv_reserved = 0;  // bytes counted against the KV budget while it runs
   bool done = false;
 };
 
@@ -181,7 +181,8 @@ void Scheduler::loop() {
 uint64_t Scheduler::kv_need(const Job& job, const Slot& slot) const {
   const auto prompt = static_cast<int64_t>(job.generation.prompt.size());
   const int64_t positions = prompt + job.generation.options.max_tokens + slot.cache.options().rollback_reserve + 1;
-  const uint64_t snapshot = takes_prompt_end_snapshot(job, slot) ? slot.cache.snapshot_bytes(prompt, kSnapshotMargin) : 0;
+  const uint64_t snapshot =
+      takes_prompt_end_snapshot(job, slot) ? slot.cache.snapshot_bytes(prompt, kSnapshotMargin) : 0;
   return slot.cache.bytes_at(std::min(positions, model_.max_context())) + snapshot;
 }
 
@@ -227,11 +228,12 @@ void Scheduler::admit(std::unique_lock<std::mutex>&) {
       const uint64_t need = kv_need(*job, *slot);
       if (need > options_.kv_budget_bytes) {
         waiting_.pop_front();
-        fail(*job, std::make_exception_ptr(Error(fmt::format(
-                       "scheduler: the generation's KV cache can grow to {:.1f} MiB ({} prompt + {} max tokens), "
-                       "more than the KV budget of {:.1f} MiB",
-                       static_cast<double>(need) / (1 << 20), job->generation.prompt.size(),
-                       job->generation.options.max_tokens, static_cast<double>(options_.kv_budget_bytes) / (1 << 20)))));
+        fail(*job,
+             std::make_exception_ptr(Error(fmt::format(
+                 "scheduler: the generation's KV cache can grow to {:.1f} MiB ({} prompt + {} max tokens), "
+                 "more than the KV budget of {:.1f} MiB",
+                 static_cast<double>(need) / (1 << 20), job->generation.prompt.size(),
+                 job->generation.options.max_tokens, static_cast<double>(options_.kv_budget_bytes) / (1 << 20)))));
         admitted = true;
         continue;
       }
@@ -311,8 +313,7 @@ void Scheduler::step(std::vector<Job*>& active) {
     Job* j = plan.jobs[i];
     // A decoding sequence's share of the step is what `--gamma auto` weighs its widths by.
     const auto own_rows = static_cast<int64_t>(plan.batch[i].tokens.size());
-    const double cost =
-        j->session->prefilling() ? ms : step_cost_.share(ms, plan.rows(), plan.decoding(), own_rows);
+    const double cost = j->session->prefilling() ? ms : step_cost_.share(ms, plan.rows(), plan.decoding(), own_rows);
     try {
       j->session->complete_step(outs[i], cost);
       const TargetCache& cache = j->slot->cache;

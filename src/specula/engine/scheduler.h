@@ -49,8 +49,8 @@ namespace specula {
 class SpeculativeSession;
 
 struct SchedulerOptions {
-  int slots = 1;               // sequences decoding at once (--parallel)
-  int64_t step_rows = 0;       // row budget of one step; 0 = the model's prefill chunk
+  int slots = 1;          // sequences decoding at once (--parallel)
+  int64_t step_rows = 0;  // row budget of one step; 0 = the model's prefill chunk
   bool prompt_cache = true;
   // KV memory the slots may hold (0 = no limit): a running generation counts what its cache can
   // grow to (prompt + max_tokens + the rollback reserve, within the context), an idle slot what it
@@ -61,14 +61,14 @@ struct SchedulerOptions {
 
 struct ScheduledGeneration {
   std::vector<int32_t> prompt;
-  SpeculativeOptions options;      // continue_cache is set by the scheduler
+  SpeculativeOptions options;  // continue_cache is set by the scheduler
   const Drafter* drafter = nullptr;
 };
 
 struct ScheduledOutcome {
   SpeculativeResult result;
-  int64_t cached_tokens = 0;       // prompt tokens reused from the slot's cache
-  std::exception_ptr error;        // what the generation threw (it ended there)
+  int64_t cached_tokens = 0;  // prompt tokens reused from the slot's cache
+  std::exception_ptr error;   // what the generation threw (it ended there)
 };
 
 class Scheduler {
@@ -83,8 +83,8 @@ class Scheduler {
   SpeculativeResult run(ScheduledGeneration generation, int64_t* cached_tokens = nullptr);
 
   int slots() const { return static_cast<int>(slots_.size()); }
-  int64_t running() const;   // generations holding a slot
-  int64_t waiting() const;   // generations waiting for one
+  int64_t running() const;  // generations holding a slot
+  int64_t waiting() const;  // generations waiting for one
   // Context positions held by the running generations over slots x max_context (0..1).
   double kv_utilization() const;
   // The longest prompt-cache entry of any slot.
@@ -126,15 +126,15 @@ class Scheduler {
   int64_t step_rows_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
   ForwardScratch scratch_;
-  StepCostModel step_cost_;        // the loop's only, as is the count below
-  int64_t capped_steps_ = 0;       // steps under the load cap so far
+  StepCostModel step_cost_;   // the loop's only, as is the count below
+  int64_t capped_steps_ = 0;  // steps under the load cap so far
 
   mutable std::mutex mutex_;
-  std::condition_variable wake_;   // the loop: new work or stopping
-  std::condition_variable done_;   // callers: a job finished
+  std::condition_variable wake_;  // the loop: new work or stopping
+  std::condition_variable done_;  // callers: a job finished
   std::deque<Job*> waiting_;
-  std::vector<Job*> active_;       // touched by the loop only (under mutex_ when resized)
-  uint64_t clock_ = 0;             // slot use order
+  std::vector<Job*> active_;  // touched by the loop only (under mutex_ when resized)
+  uint64_t clock_ = 0;        // slot use order
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -32,7 +32,7 @@ class StepCostModel {
 
  private:
   static constexpr double kDecay = 0.95;
-  static constexpr double kMinVariance = 0.1;  // of the row counts, to read a slope
+  static constexpr double kMinVariance = 0.1;           // of the row counts, to read a slope
   double w_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;  // decayed weight and sums of x, y, x^2, xy
   double slope_ = -1;                                   // the last slope read; < 0: none yet
 };

@@ -163,15 +163,18 @@ class GbnfParser {
       if (peek() == ',') {
         ++pos_;
         skip_space();
-        if (peek() == '}') unbounded = true;
-        else max = parse_count();
+        if (peek() == '}')
+          unbounded = true;
+        else
+          max = parse_count();
       } else {
         max = min;
       }
       skip_space();
       if (peek() != '}') error(describe_unexpected("'}' to close the repetition"));
       ++pos_;
-      if (!unbounded && max < min) error_at(item_start, fmt::format("repetition {{{},{}}} has max below min", min, max));
+      if (!unbounded && max < min)
+        error_at(item_start, fmt::format("repetition {{{},{}}} has max below min", min, max));
     }
     const Item x = as_single_item(std::move(primary));
     for (uint32_t i = 0; i < min; ++i) seq.push_back(x);
@@ -301,7 +304,10 @@ class GbnfParser {
     uint32_t v = 0;
     for (int i = 0; i < digits; ++i) {
       const char h = peek();
-      int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+      int d = h >= '0' && h <= '9'   ? h - '0'
+              : h >= 'a' && h <= 'f' ? h - 'a' + 10
+              : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                     : -1;
       if (d < 0) error_at(start, fmt::format("escape needs {} hex digits", digits));
       v = v * 16 + static_cast<uint32_t>(d);
       ++pos_;

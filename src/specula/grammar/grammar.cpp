@@ -20,8 +20,10 @@ std::vector<CodePointRange> normalized(std::vector<CodePointRange> ranges) {
   std::sort(ranges.begin(), ranges.end(), [](auto& a, auto& b) { return a.first < b.first; });
   std::vector<CodePointRange> out;
   for (const CodePointRange& r : ranges) {
-    if (!out.empty() && r.first <= out.back().last + 1) out.back().last = std::max(out.back().last, r.last);
-    else out.push_back(r);
+    if (!out.empty() && r.first <= out.back().last + 1)
+      out.back().last = std::max(out.back().last, r.last);
+    else
+      out.push_back(r);
   }
   return out;
 }
@@ -45,8 +47,8 @@ std::vector<bool> nullable_rules(const std::vector<std::vector<std::vector<Item>
     for (size_t r = 0; r < rules.size(); ++r) {
       if (nullable[r]) continue;
       for (const auto& seq : rules[r]) {
-        const bool all = std::all_of(seq.begin(), seq.end(),
-                                     [&](const Item& it) { return it.kind == ElementKind::Rule && nullable[it.value]; });
+        const bool all = std::all_of(
+            seq.begin(), seq.end(), [&](const Item& it) { return it.kind == ElementKind::Rule && nullable[it.value]; });
         if (all) {
           nullable[r] = changed = true;
           break;
@@ -98,13 +100,15 @@ void check_left_recursion(const std::vector<std::vector<std::vector<Item>>>& rul
 
 bool Grammar::set_contains(uint32_t set, uint32_t cp) const {
   const auto& ranges = char_sets[set];
-  auto it = std::upper_bound(ranges.begin(), ranges.end(), cp, [](uint32_t v, const CodePointRange& r) { return v < r.first; });
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), cp,
+                             [](uint32_t v, const CodePointRange& r) { return v < r.first; });
   return it != ranges.begin() && std::prev(it)->last >= cp;
 }
 
 bool Grammar::set_intersects(uint32_t set, uint32_t first, uint32_t last) const {
   const auto& ranges = char_sets[set];
-  auto it = std::upper_bound(ranges.begin(), ranges.end(), last, [](uint32_t v, const CodePointRange& r) { return v < r.first; });
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), last,
+                             [](uint32_t v, const CodePointRange& r) { return v < r.first; });
   return it != ranges.begin() && std::prev(it)->last >= first;
 }
 

@@ -34,7 +34,8 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar) : grammar
 }
 
 void GrammarMatcher::expand(Stack stack, std::vector<Stack>& out) const {
-  if (out.size() > kMaxStacks) fail("grammar: more than {} simultaneous parses (the grammar is too ambiguous)", kMaxStacks);
+  if (out.size() > kMaxStacks)
+    fail("grammar: more than {} simultaneous parses (the grammar is too ambiguous)", kMaxStacks);
   if (stack.empty() || grammar_->elements[stack.back()].kind == ElementKind::Chars) {
     out.push_back(std::move(stack));
     return;

@@ -47,7 +47,7 @@ class GrammarMatcher {
   void canonicalize(std::vector<Stack>& stacks) const;
 
   std::shared_ptr<const Grammar> grammar_;
-  std::vector<Stack> stacks_;  // sorted, unique
+  std::vector<Stack> stacks_;      // sorted, unique
   uint32_t partial_value_ = 0;     // bits of the character read so far
   uint8_t partial_remaining_ = 0;  // continuation bytes still expected
   uint8_t partial_length_ = 0;     // the character's total length in bytes

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <optional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/ranges.h>
@@ -39,11 +39,28 @@ json-array ::= "[" ws ( json-value ws ( "," ws json-value ws )* )? "]"
 
 // Keywords that assert something this subset cannot enforce: refusing them keeps a constraint
 // from being dropped silently.
-const std::set<std::string> kUnsupported = {
-    "pattern", "not", "if", "then", "else", "patternProperties", "prefixItems", "uniqueItems",
-    "multipleOf", "contains", "minContains", "maxContains", "dependentRequired", "dependentSchemas",
-    "propertyNames", "minProperties", "maxProperties", "unevaluatedProperties", "unevaluatedItems",
-    "additionalItems", "$dynamicRef", "$recursiveRef"};
+const std::set<std::string> kUnsupported = {"pattern",
+                                            "not",
+                                            "if",
+                                            "then",
+                                            "else",
+                                            "patternProperties",
+                                            "prefixItems",
+                                            "uniqueItems",
+                                            "multipleOf",
+                                            "contains",
+                                            "minContains",
+                                            "maxContains",
+                                            "dependentRequired",
+                                            "dependentSchemas",
+                                            "propertyNames",
+                                            "minProperties",
+                                            "maxProperties",
+                                            "unevaluatedProperties",
+                                            "unevaluatedItems",
+                                            "additionalItems",
+                                            "$dynamicRef",
+                                            "$recursiveRef"};
 
 std::string gbnf_literal(const std::string& bytes) {
   std::string out = "\"";
@@ -81,8 +98,9 @@ std::string same_length_range(const std::string& lo, const std::string& hi) {
   const size_t rest = lo.size() - 1;
   std::vector<std::string> alts;
   alts.push_back(fmt::format("\"{}\" ( {} )", lo[0], same_length_range(lo.substr(1), std::string(rest, '9'))));
-  if (hi[0] - lo[0] > 1) alts.push_back(fmt::format("[{}-{}] [0-9]{{{}}}", static_cast<char>(lo[0] + 1),
-                                                    static_cast<char>(hi[0] - 1), rest));
+  if (hi[0] - lo[0] > 1)
+    alts.push_back(
+        fmt::format("[{}-{}] [0-9]{{{}}}", static_cast<char>(lo[0] + 1), static_cast<char>(hi[0] - 1), rest));
   alts.push_back(fmt::format("\"{}\" ( {} )", hi[0], same_length_range(std::string(rest, '0'), hi.substr(1))));
   return "( " + fmt::format("{}", fmt::join(alts, " | ")) + " )";
 }
@@ -110,7 +128,8 @@ std::string signed_range(int64_t lo, int64_t hi) {
     const uint64_t neg_lo = hi < 0 ? static_cast<uint64_t>(-(hi + 1)) + 1 : 1;
     alts.push_back("\"-\" " + unsigned_range(neg_lo, neg_hi));
   }
-  if (hi >= 0) alts.push_back(unsigned_range(static_cast<uint64_t>(std::max<int64_t>(lo, 0)), static_cast<uint64_t>(hi)));
+  if (hi >= 0)
+    alts.push_back(unsigned_range(static_cast<uint64_t>(std::max<int64_t>(lo, 0)), static_cast<uint64_t>(hi)));
   return alts.size() == 1 ? alts[0] : "( " + fmt::format("{}", fmt::join(alts, " | ")) + " )";
 }
 
@@ -156,7 +175,8 @@ class SchemaCompiler {
       if (schema.contains(key)) return visit_alternatives(schema, key, path, depth);
     if (schema.contains("allOf")) {
       const json& all = schema["allOf"];
-      if (!all.is_array() || all.size() != 1) error(path + "/allOf", "only an allOf of exactly one schema is supported");
+      if (!all.is_array() || all.size() != 1)
+        error(path + "/allOf", "only an allOf of exactly one schema is supported");
       return with_nullable(schema, visit(all[0], path + "/allOf/0", depth + 1));
     }
     if (!schema.contains("type")) {
@@ -194,7 +214,8 @@ class SchemaCompiler {
     if (!ref.is_string()) error(path + "/$ref", "'$ref' must be a string");
     const std::string target = ref.get<std::string>();
     if (auto it = ref_rules_.find(target); it != ref_rules_.end()) return with_nullable(schema, it->second);
-    if (target.empty() || target[0] != '#') error(path + "/$ref", fmt::format("only local references (\"#...\") are supported, got \"{}\"", target));
+    if (target.empty() || target[0] != '#')
+      error(path + "/$ref", fmt::format("only local references (\"#...\") are supported, got \"{}\"", target));
     const json* resolved = nullptr;
     try {
       const json::json_pointer pointer(target.substr(1));
@@ -248,7 +269,8 @@ class SchemaCompiler {
     if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
       error(path + "/" + key, fmt::format("'{}' must be a non-negative integer", key));
     const uint64_t n = v.get<uint64_t>();
-    if (n > kMaxCount) error(path + "/" + key, fmt::format("'{}' {} exceeds the supported limit {}", key, n, kMaxCount));
+    if (n > kMaxCount)
+      error(path + "/" + key, fmt::format("'{}' {} exceeds the supported limit {}", key, n, kMaxCount));
     return n;
   }
 
@@ -263,11 +285,13 @@ class SchemaCompiler {
       for (const json& r : req) {
         if (!r.is_string()) error(path + "/required", "'required' must be an array of names");
         if (!props.contains(r.get<std::string>()))
-          error(path + "/required", fmt::format("required property \"{}\" is not in 'properties'", r.get<std::string>()));
+          error(path + "/required",
+                fmt::format("required property \"{}\" is not in 'properties'", r.get<std::string>()));
         required.insert(r.get<std::string>());
       }
     }
-    const json additional = schema.contains("additionalProperties") ? schema["additionalProperties"] : json(props.empty());
+    const json additional =
+        schema.contains("additionalProperties") ? schema["additionalProperties"] : json(props.empty());
     std::string extra_value;  // empty: no further members
     if (additional.is_boolean()) {
       if (additional.get<bool>()) extra_value = "json-value";
@@ -319,7 +343,8 @@ class SchemaCompiler {
   }
 
   std::string visit_array(const json& schema, const std::string& path, int depth) {
-    const std::string item = schema.contains("items") ? visit(schema["items"], path + "/items", depth + 1) : "json-value";
+    const std::string item =
+        schema.contains("items") ? visit(schema["items"], path + "/items", depth + 1) : "json-value";
     const uint64_t min = count(schema, "minItems", path).value_or(0);
     const std::optional<uint64_t> max = count(schema, "maxItems", path);
     if (max && *max < min) error(path, fmt::format("maxItems {} is below minItems {}", *max, min));
@@ -360,10 +385,14 @@ class SchemaCompiler {
     const bool draft4_hi = schema.contains("exclusiveMaximum") && schema["exclusiveMaximum"].is_boolean() &&
                            schema["exclusiveMaximum"].get<bool>();
     // Integers: the exact range. Numbers: the range of their integer part (floor of each bound).
-    if (auto v = bound(schema, "minimum", path)) lo = std::max(lo, !integer ? std::floor(*v) : draft4_lo ? std::floor(*v) + 1 : std::ceil(*v));
-    if (auto v = bound(schema, "maximum", path)) hi = std::min(hi, !integer ? std::floor(*v) : draft4_hi ? std::ceil(*v) - 1 : std::floor(*v));
-    if (auto v = bound(schema, "exclusiveMinimum", path)) lo = std::max(lo, integer ? std::floor(*v) + 1 : std::floor(*v));
-    if (auto v = bound(schema, "exclusiveMaximum", path)) hi = std::min(hi, integer ? std::ceil(*v) - 1 : std::floor(*v));
+    if (auto v = bound(schema, "minimum", path))
+      lo = std::max(lo, !integer ? std::floor(*v) : draft4_lo ? std::floor(*v) + 1 : std::ceil(*v));
+    if (auto v = bound(schema, "maximum", path))
+      hi = std::min(hi, !integer ? std::floor(*v) : draft4_hi ? std::ceil(*v) - 1 : std::floor(*v));
+    if (auto v = bound(schema, "exclusiveMinimum", path))
+      lo = std::max(lo, integer ? std::floor(*v) + 1 : std::floor(*v));
+    if (auto v = bound(schema, "exclusiveMaximum", path))
+      hi = std::min(hi, integer ? std::ceil(*v) - 1 : std::floor(*v));
     lo = std::max(lo, -kLimit);
     hi = std::min(hi, kLimit);
     if (lo > hi) error(path, "the bounds admit no integer");

@@ -9,7 +9,7 @@
 namespace specula::grammar {
 
 struct TokenConstraint {
-  std::shared_ptr<const Grammar> grammar;     // null: unconstrained
+  std::shared_ptr<const Grammar> grammar;  // null: unconstrained
   std::shared_ptr<const TokenTrie> vocabulary;
   explicit operator bool() const { return grammar != nullptr; }
 };

@@ -25,7 +25,10 @@ size_t TokenMasker::KeyHash::operator()(const std::vector<uint32_t>& k) const {
 
 TokenMasker::TokenMasker(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
                          size_t vocab_size, std::vector<int32_t> end_tokens)
-    : grammar_(std::move(grammar)), trie_(std::move(trie)), vocab_size_(vocab_size), end_tokens_(std::move(end_tokens)) {
+    : grammar_(std::move(grammar)),
+      trie_(std::move(trie)),
+      vocab_size_(vocab_size),
+      end_tokens_(std::move(end_tokens)) {
   if (trie_->vocab_size() > vocab_size_)
     fail("token mask: the tokenizer has {} tokens, more than the model's vocabulary of {}", trie_->vocab_size(),
          vocab_size_);

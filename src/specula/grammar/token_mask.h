@@ -50,7 +50,7 @@ class TokenMasker {
   };
   std::vector<GrammarMatcher> states_;  // id -> state; id 0 is the dead state
   std::unordered_map<std::vector<uint32_t>, int32_t, KeyHash> ids_;
-  std::vector<int32_t> transitions_;    // id * 256 + byte -> id; -1 not computed yet
+  std::vector<int32_t> transitions_;                          // id * 256 + byte -> id; -1 not computed yet
   std::unordered_map<int32_t, std::vector<uint64_t>> masks_;  // recent masks by root state id
   std::vector<int32_t> depth_state_;
   std::vector<uint64_t> result_;

@@ -81,8 +81,7 @@ ModuleRef resolve(const TensorStore& store, const QuantizationConfig& quant, con
   const TensorView* biases = store.find(path + ".biases");
   const TensorView* weight = store.find(path + ".weight");
   if (!weight && !scales) weight = store.find(path);
-  if (!weight)
-    fail("missing tensor {}.weight (logical shape {}) in {}", path, shape_text(m.shape), store.dir());
+  if (!weight) fail("missing tensor {}.weight (logical shape {}) in {}", path, shape_text(m.shape), store.dir());
   if (weight->shape.size() != dims.size())
     fail("tensor {} has shape {} but a {}-d tensor of logical shape {} is expected ({})", weight->name,
          weight->shape_str(), dims.size(), shape_text(m.shape), file_of(*weight));
@@ -108,8 +107,8 @@ ModuleRef resolve(const TensorStore& store, const QuantizationConfig& quant, con
     fail("tensor {} exists but {} has no 'quantization' block, so its bits and group size are unknown", scales->name,
          source);
   if (auto it = quant.overrides.find(path); it != quant.overrides.end() && !it->second)
-    fail("tensor {} exists but {} marks the module as not quantized ({}[\"{}\"] = false)", scales->name, source,
-         block, path);
+    fail("tensor {} exists but {} marks the module as not quantized ({}[\"{}\"] = false)", scales->name, source, block,
+         path);
   const QuantSpec spec = quant.spec_for(path);
   const std::string key = quant_key(quant, path);
   if (weight->dtype != DType::U32)
@@ -127,8 +126,8 @@ ModuleRef resolve(const TensorStore& store, const QuantizationConfig& quant, con
       if (t->shape[a] != dims[a].value) dim_mismatch(*t, a, t->shape[a], dims[a]);
   }
   if (biases->dtype != scales->dtype || biases->shape != scales->shape)
-    fail("tensors {} ({} {}) and {} ({} {}) disagree ({})", scales->name, dtype_name(scales->dtype), scales->shape_str(),
-         biases->name, dtype_name(biases->dtype), biases->shape_str(), file_of(*biases));
+    fail("tensors {} ({} {}) and {} ({} {}) disagree ({})", scales->name, dtype_name(scales->dtype),
+         scales->shape_str(), biases->name, dtype_name(biases->dtype), biases->shape_str(), file_of(*biases));
 
   const int64_t packed = weight->shape[last];
   const int64_t groups = scales->shape[last];
@@ -147,11 +146,12 @@ ModuleRef resolve(const TensorStore& store, const QuantizationConfig& quant, con
   want_w[last] = in.value * spec.bits / 32;
   want_s[last] = in.value / spec.group_size;
   const auto wrong_quant = [&](const std::string& detail) {
-    return fmt::format("tensor {} has shape {} (scales {}) but {} in {} says bits {}, group_size {}, which for logical shape {} "
-         "needs {} (scales {}){} ({})",
-         weight->name, weight->shape_str(), scales->shape_str(), key, source, spec.bits, spec.group_size,
-         shape_text(m.shape), expressible ? shape_text(want_w) : std::string("an input dim divisible by the group"),
-         shape_text(want_s), detail, file_of(*weight));
+    return fmt::format(
+        "tensor {} has shape {} (scales {}) but {} in {} says bits {}, group_size {}, which for logical shape {} "
+        "needs {} (scales {}){} ({})",
+        weight->name, weight->shape_str(), scales->shape_str(), key, source, spec.bits, spec.group_size,
+        shape_text(m.shape), expressible ? shape_text(want_w) : std::string("an input dim divisible by the group"),
+        shape_text(want_s), detail, file_of(*weight));
   };
   // Decide whom to blame: the quantization config (the tensors fit the expected input dim with
   // other bits/group) or the logical dimension (the tensors agree on some other input width).
@@ -163,8 +163,8 @@ ModuleRef resolve(const TensorStore& store, const QuantizationConfig& quant, con
     const int64_t n = packed * 32 / spec.bits;
     if (n == groups * spec.group_size && !in.why.empty())
       fail("tensor {} has shape {} (scales {}): at bits {}, group_size {} ({}) its input dim is {} but {} = {} ({})",
-           weight->name, weight->shape_str(), scales->shape_str(), spec.bits, spec.group_size, key, n, in.why,
-           in.value, file_of(*weight));
+           weight->name, weight->shape_str(), scales->shape_str(), spec.bits, spec.group_size, key, n, in.why, in.value,
+           file_of(*weight));
   }
   fail("{}", wrong_quant(""));
 }
@@ -221,9 +221,10 @@ class LayerScalars {
   }
   void check(const std::string& dir) const {
     if (present_ > 0 && !first_missing_.empty())
-      fail("missing tensor {} in {}: layer_scalar is present on {} other layer(s); it must be on every layer or on "
-           "none (layer {})",
-           first_missing_, dir, present_, first_missing_layer_);
+      fail(
+          "missing tensor {} in {}: layer_scalar is present on {} other layer(s); it must be on every layer or on "
+          "none (layer {})",
+          first_missing_, dir, present_, first_missing_layer_);
   }
 
  private:
@@ -279,7 +280,8 @@ class TargetLoader {
       const TensorView* n = store_.find(ck_.prefix + "per_layer_projection_norm.weight");
       t_.hidden_size_per_layer_input = (n && n->shape.size() == 1) ? n->shape[0] : 0;
       if (!n && module_exists(store_, ck_.prefix + "embed_tokens_per_layer"))
-        cannot_infer("hidden_size_per_layer_input", "embed_tokens_per_layer exists but per_layer_projection_norm does not");
+        cannot_infer("hidden_size_per_layer_input",
+                     "embed_tokens_per_layer exists but per_layer_projection_norm does not");
       erase_key(t_, "hidden_size_per_layer_input");
     }
     if (t_.needs_inference("vocab_size_per_layer_input")) {
@@ -329,9 +331,12 @@ class TargetLoader {
       if (t_.moe_intermediate_size == 0) {
         const TensorView* split = find_weight(store_, layer(0) + "experts.switch_glu.gate_proj");
         const TensorView* fused = find_weight(store_, layer(0) + "experts.gate_up_proj");
-        if (split && split->shape.size() == 3) t_.moe_intermediate_size = split->shape[1];
-        else if (fused && fused->shape.size() == 3) t_.moe_intermediate_size = fused->shape[1] / 2;
-        else cannot_infer("moe_intermediate_size", fmt::format("no expert tensors on {}", layer(0)));
+        if (split && split->shape.size() == 3)
+          t_.moe_intermediate_size = split->shape[1];
+        else if (fused && fused->shape.size() == 3)
+          t_.moe_intermediate_size = fused->shape[1] / 2;
+        else
+          cannot_infer("moe_intermediate_size", fmt::format("no expert tensors on {}", layer(0)));
       }
       erase_key(t_, "num_experts");
       erase_key(t_, "moe_intermediate_size");
@@ -396,8 +401,8 @@ class TargetLoader {
       const Dim packed{t_.num_hidden_layers * w,
                        fmt::format("{} × {}", key_val("num_hidden_layers", t_.num_hidden_layers),
                                    key_val("hidden_size_per_layer_input", w))};
-      ck_.embed_tokens_per_layer =
-          module(ck_.prefix + "embed_tokens_per_layer", {{t_.vocab_size_per_layer_input, key("vocab_size_per_layer_input")}, packed});
+      ck_.embed_tokens_per_layer = module(ck_.prefix + "embed_tokens_per_layer",
+                                          {{t_.vocab_size_per_layer_input, key("vocab_size_per_layer_input")}, packed});
       ck_.per_layer_model_projection = module(ck_.prefix + "per_layer_model_projection", {packed, hd});
       ck_.per_layer_projection_norm = vec(ck_.prefix + "per_layer_projection_norm.weight", wd);
     } else {
@@ -424,12 +429,12 @@ class TargetLoader {
     if (g.kv_donor) {
       const bool global_kv = g.k_eq_v && t_.num_global_key_value_heads.has_value();
       const char* kv_key = global_kv ? "num_global_key_value_heads" : "num_key_value_heads";
-      const Dim kvd{g.num_kv_heads * d,
-                    fmt::format("{} × {}", key_val(kv_key, g.num_kv_heads), key_val(dkey, d))};
+      const Dim kvd{g.num_kv_heads * d, fmt::format("{} × {}", key_val(kv_key, g.num_kv_heads), key_val(dkey, d))};
       if (!module_exists(store_, L + "self_attn.k_proj"))
-        fail("missing tensor {}self_attn.k_proj.weight in {}: layer {} owns a KV cache ({} = {}, so layers below {} "
-             "are donors)",
-             L, store_.dir(), g.index, key("num_kv_shared_layers"), t_.num_kv_shared_layers, cfg_.first_shared_layer);
+        fail(
+            "missing tensor {}self_attn.k_proj.weight in {}: layer {} owns a KV cache ({} = {}, so layers below {} "
+            "are donors)",
+            L, store_.dir(), g.index, key("num_kv_shared_layers"), t_.num_kv_shared_layers, cfg_.first_shared_layer);
       m.k_proj = module(L + "self_attn.k_proj", {kvd, hd});
       m.k_norm = vec(L + "self_attn.k_norm.weight", dd);
       const bool has_v = module_exists(store_, L + "self_attn.v_proj");
@@ -493,9 +498,10 @@ class TargetLoader {
       m.experts_gate_up = module(L + "experts.gate_up_proj", {ed, id2, hd});
       m.experts_down = module(L + "experts.down_proj", {ed, hd, id});
     } else {
-      fail("missing expert tensors for {}: neither {}experts.switch_glu.gate_proj.weight nor {}experts.gate_up_proj "
-           "exists in {} ({} is true)",
-           L.substr(0, L.size() - 1), L, L, store_.dir(), key("enable_moe_block"));
+      fail(
+          "missing expert tensors for {}: neither {}experts.switch_glu.gate_proj.weight nor {}experts.gate_up_proj "
+          "exists in {} ({} is true)",
+          L.substr(0, L.size() - 1), L, L, store_.dir(), key("enable_moe_block"));
     }
     m.pre_feedforward_layernorm_2 = vec(L + "pre_feedforward_layernorm_2.weight", hd);
     m.post_feedforward_layernorm_1 = vec(L + "post_feedforward_layernorm_1.weight", hd);
@@ -750,18 +756,18 @@ std::vector<std::string> check_drafter_compat(const TargetConfig& target, const 
     const char* dkey = sliding ? "head_dim" : "global_head_dim";
     const int ddim = sliding ? dt.head_dim : (dt.global_head_dim > 0 ? dt.global_head_dim : dt.head_dim);
     if (ddim != g.head_dim)
-      problems.push_back(fmt::format("drafter {} = {} ({}) but the target's last {} donor layer {} has head dim {} ({})",
-                                     dkey, ddim, drafter.source, layer_type_name(type), donor, g.head_dim,
-                                     target.source));
+      problems.push_back(
+          fmt::format("drafter {} = {} ({}) but the target's last {} donor layer {} has head dim {} ({})", dkey, ddim,
+                      drafter.source, layer_type_name(type), donor, g.head_dim, target.source));
     if (g.num_kv_heads <= 0 || dt.num_attention_heads % g.num_kv_heads != 0)
-      problems.push_back(fmt::format("drafter num_attention_heads = {} ({}) is not a multiple of the {} KV heads of the "
-                                     "target's last {} donor layer {} ({})",
-                                     dt.num_attention_heads, drafter.source, g.num_kv_heads, layer_type_name(type),
-                                     donor, target.source));
+      problems.push_back(fmt::format(
+          "drafter num_attention_heads = {} ({}) is not a multiple of the {} KV heads of the "
+          "target's last {} donor layer {} ({})",
+          dt.num_attention_heads, drafter.source, g.num_kv_heads, layer_type_name(type), donor, target.source));
     // q and the donor's cached K must be rotated in the same frame.
     const RopeParams& dr = sliding ? dt.rope_sliding : dt.rope_full;
-    if (dr.type != g.rope.type || dr.theta != g.rope.theta || dr.partial_rotary_factor != g.rope.partial_rotary_factor ||
-        dr.factor != g.rope.factor)
+    if (dr.type != g.rope.type || dr.theta != g.rope.theta ||
+        dr.partial_rotary_factor != g.rope.partial_rotary_factor || dr.factor != g.rope.factor)
       problems.push_back(fmt::format(
           "drafter rope_parameters.{} (type {}, theta {}, partial_rotary_factor {}, factor {}) ({}) differ from the "
           "target's (type {}, theta {}, partial_rotary_factor {}, factor {}) ({})",

@@ -16,21 +16,21 @@ namespace specula {
 // Dense: `weight` has dtype BF16/F16/F32 and the logical shape.
 // Affine-quantized: `weight` is U32 [..., in*bits/32], `scales`/`biases` [..., in/group_size].
 struct ModuleRef {
-  std::string path;                     // module path, e.g. "model.layers.0.self_attn.q_proj"
-  std::vector<int64_t> shape;           // logical shape: [out, in] or [experts, out, in]
+  std::string path;            // module path, e.g. "model.layers.0.self_attn.q_proj"
+  std::vector<int64_t> shape;  // logical shape: [out, in] or [experts, out, in]
   bool quantized = false;
-  QuantSpec quant;                      // valid when quantized
+  QuantSpec quant;  // valid when quantized
   const TensorView* weight = nullptr;
-  const TensorView* scales = nullptr;   // quantized only
-  const TensorView* biases = nullptr;   // quantized only
-  DType dtype() const;                  // weight dtype (dense) or scales dtype (quantized)
-  uint64_t nbytes() const;              // bytes of weight + scales + biases
+  const TensorView* scales = nullptr;  // quantized only
+  const TensorView* biases = nullptr;  // quantized only
+  DType dtype() const;                 // weight dtype (dense) or scales dtype (quantized)
+  uint64_t nbytes() const;             // bytes of weight + scales + biases
 };
 
 // Resolves `<path>.weight` (+ `.scales`/`.biases`) and checks it against the expected logical
 // shape and the quantization config. Throws naming the tensor, the key and both values.
-ModuleRef resolve_module(const TensorStore& store, const QuantizationConfig& quant,
-                         const std::string& path, const std::vector<int64_t>& expected_shape);
+ModuleRef resolve_module(const TensorStore& store, const QuantizationConfig& quant, const std::string& path,
+                         const std::vector<int64_t>& expected_shape);
 
 // A 1-D (or [1]) vector tensor such as a norm weight; checks length and float dtype.
 const TensorView& resolve_vector(const TensorStore& store, const std::string& name, int64_t length);
@@ -39,13 +39,13 @@ struct TargetLayerModules {
   ModuleRef q_proj, o_proj;
   std::optional<ModuleRef> k_proj, v_proj;  // donors only; v absent for k_eq_v layers
   const TensorView* q_norm = nullptr;
-  const TensorView* k_norm = nullptr;       // donors only
+  const TensorView* k_norm = nullptr;  // donors only
   const TensorView* input_layernorm = nullptr;
   const TensorView* post_attention_layernorm = nullptr;
   const TensorView* pre_feedforward_layernorm = nullptr;
   const TensorView* post_feedforward_layernorm = nullptr;
-  const TensorView* layer_scalar = nullptr; // nullptr -> 1.0 (docs/gemma4.md §3.2)
-  ModuleRef gate_proj, up_proj, down_proj;  // dense MLP (the dense branch on MoE layers)
+  const TensorView* layer_scalar = nullptr;  // nullptr -> 1.0 (docs/gemma4.md §3.2)
+  ModuleRef gate_proj, up_proj, down_proj;   // dense MLP (the dense branch on MoE layers)
   // Per-layer inputs (PLE models)
   std::optional<ModuleRef> per_layer_input_gate, per_layer_projection;
   const TensorView* post_per_layer_input_norm = nullptr;
@@ -66,9 +66,9 @@ struct TargetCheckpoint {
   TargetConfig config;
   std::optional<GenerationConfig> generation;  // generation_config.json if present
   TensorStore store;
-  std::string prefix;                          // "language_model.model." / "model." / "model.language_model."
-  ModuleRef embed_tokens;                      // [V, H], also the tied LM head
-  std::optional<ModuleRef> lm_head;            // only if tie_word_embeddings is false
+  std::string prefix;                // "language_model.model." / "model." / "model.language_model."
+  ModuleRef embed_tokens;            // [V, H], also the tied LM head
+  std::optional<ModuleRef> lm_head;  // only if tie_word_embeddings is false
   const TensorView* final_norm = nullptr;
   // PLE
   std::optional<ModuleRef> embed_tokens_per_layer;      // [V_ple, NL*W]
@@ -100,9 +100,9 @@ struct DrafterCheckpoint {
   ModuleRef embed_tokens;     // [V, h] (drafter's own table, used by its LM head)
   std::optional<ModuleRef> lm_head;
   const TensorView* final_norm = nullptr;
-  bool centroid_head = false;                    // resolved head choice (docs/gemma4.md §7)
-  std::optional<ModuleRef> centroids;            // [C, h]
-  const TensorView* token_ordering = nullptr;    // [V] int64 (or int32)
+  bool centroid_head = false;                  // resolved head choice (docs/gemma4.md §7)
+  std::optional<ModuleRef> centroids;          // [C, h]
+  const TensorView* token_ordering = nullptr;  // [V] int64 (or int32)
   std::vector<DrafterLayerModules> layers;
 };
 

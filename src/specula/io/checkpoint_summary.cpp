@@ -44,11 +44,11 @@ std::string module_kind(std::string path, const std::string& prefix) {
 }
 
 struct StorageTally {
-  std::vector<StorageGroup> groups;   // text tensors
-  std::vector<StorageGroup> towers;   // tower tensors, by tower and format
-  uint64_t parameters = 0;            // all
+  std::vector<StorageGroup> groups;  // text tensors
+  std::vector<StorageGroup> towers;  // tower tensors, by tower and format
+  uint64_t parameters = 0;           // all
   uint64_t tower_parameters = 0;
-  uint64_t tensor_bytes = 0;          // all
+  uint64_t tensor_bytes = 0;  // all
   uint64_t tower_bytes = 0;
 };
 
@@ -119,7 +119,7 @@ StorageTally tally_storage(const TensorStore& store, const QuantizationConfig& q
       g.format = lower_dtype(t->dtype);
       if (is_float(t->dtype)) params = numel(t->shape);
       g.kind = (t->shape.size() <= 1 && is_float(t->dtype)) ? std::string("1-d vectors (norms, scalars)")
-                                                             : module_kind(path, prefix);
+                                                            : module_kind(path, prefix);
     }
     StorageGroup& acc = groups[{g.kind, g.format}];
     acc.kind = g.kind;
@@ -164,11 +164,11 @@ uint64_t target_bytes_per_token(const TargetCheckpoint& ck) {
     n += L.gate_proj.nbytes() + L.up_proj.nbytes() + L.down_proj.nbytes();
     n += opt(L.per_layer_input_gate) + opt(L.per_layer_projection) + opt(L.router_proj);
     n += experts(L.experts_gate) + experts(L.experts_up) + experts(L.experts_gate_up) + experts(L.experts_down);
-    for (const TensorView* v : {L.q_norm, L.k_norm, L.input_layernorm, L.post_attention_layernorm,
-                                L.pre_feedforward_layernorm, L.post_feedforward_layernorm, L.layer_scalar,
-                                L.post_per_layer_input_norm, L.router_scale, L.router_per_expert_scale,
-                                L.pre_feedforward_layernorm_2, L.post_feedforward_layernorm_1,
-                                L.post_feedforward_layernorm_2}) {
+    for (const TensorView* v :
+         {L.q_norm, L.k_norm, L.input_layernorm, L.post_attention_layernorm, L.pre_feedforward_layernorm,
+          L.post_feedforward_layernorm, L.layer_scalar, L.post_per_layer_input_norm, L.router_scale,
+          L.router_per_expert_scale, L.pre_feedforward_layernorm_2, L.post_feedforward_layernorm_1,
+          L.post_feedforward_layernorm_2}) {
       n += vbytes(v);
     }
   }
@@ -221,14 +221,16 @@ int tower_tensor_count(const std::vector<StorageGroup>& towers) {
 nlohmann::json storage_json(const std::vector<StorageGroup>& groups) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& g : groups) {
-    a.push_back({{"kind", g.kind}, {"format", g.format}, {"count", g.count}, {"parameters", g.parameters},
-                 {"bytes", g.bytes}});
+    a.push_back(
+        {{"kind", g.kind}, {"format", g.format}, {"count", g.count}, {"parameters", g.parameters}, {"bytes", g.bytes}});
   }
   return a;
 }
 
 nlohmann::json rope_json(const RopeParams& r) {
-  return {{"rope_type", r.type}, {"rope_theta", r.theta}, {"partial_rotary_factor", r.partial_rotary_factor},
+  return {{"rope_type", r.type},
+          {"rope_theta", r.theta},
+          {"partial_rotary_factor", r.partial_rotary_factor},
           {"factor", r.factor}};
 }
 
@@ -326,7 +328,8 @@ CheckpointSummary summarize_checkpoint(const TargetCheckpoint& ck, const Drafter
       ++ls.count;
       if (g.kv_donor) ++ls.donors;
       widths.insert(g.mlp_width);
-      const uint64_t per_token = 2ull * static_cast<uint64_t>(g.num_kv_heads) * static_cast<uint64_t>(g.head_dim) * 4ull;
+      const uint64_t per_token =
+          2ull * static_cast<uint64_t>(g.num_kv_heads) * static_cast<uint64_t>(g.head_dim) * 4ull;
       if (g.kv_donor) (type == LayerType::Full ? s.kv_bytes_per_token_full : s.kv_bytes_per_token_sliding) += per_token;
     }
     ls.mlp_widths.assign(widths.begin(), widths.end());
@@ -355,13 +358,13 @@ std::string format_summary(const CheckpointSummary& s) {
   o += fmt::format("architecture  {} ({}; text {}), tensor prefix '{}'\n", s.model_type,
                    s.architectures.empty() ? std::string("-") : fmt::format("{}", fmt::join(s.architectures, ", ")),
                    s.text_model_type, s.prefix);
-  o += fmt::format("variant       per-layer inputs: {}, KV sharing: {}, k_eq_v: {}, MoE: {}\n",
-                   s.per_layer_inputs ? fmt::format("yes (width {})", s.per_layer_input_width) : "no",
-                   s.kv_sharing ? fmt::format("yes ({} layers)", s.num_layers - s.first_shared_layer) : "no",
-                   s.k_eq_v ? "yes" : "no",
-                   s.moe ? fmt::format("yes ({} experts, top {}, width {})", s.num_experts, s.top_k_experts,
-                                       s.moe_intermediate_size)
-                         : "no");
+  o += fmt::format(
+      "variant       per-layer inputs: {}, KV sharing: {}, k_eq_v: {}, MoE: {}\n",
+      s.per_layer_inputs ? fmt::format("yes (width {})", s.per_layer_input_width) : "no",
+      s.kv_sharing ? fmt::format("yes ({} layers)", s.num_layers - s.first_shared_layer) : "no",
+      s.k_eq_v ? "yes" : "no",
+      s.moe ? fmt::format("yes ({} experts, top {}, width {})", s.num_experts, s.top_k_experts, s.moe_intermediate_size)
+            : "no");
   o += fmt::format("geometry      hidden {}, {} layers, vocab {}, sliding window {}\n", s.hidden_size, s.num_layers,
                    s.vocab_size, s.sliding_window);
   o += fmt::format("  {:<8} {:>6} {:>6} {:>6} {:>8} {:>8} {:>6}  {:<12} {}\n", "type", "layers", "donors", "heads",
@@ -376,7 +379,8 @@ std::string format_summary(const CheckpointSummary& s) {
   o += fmt::format("KV donors     last sliding {}, last full {}", s.last_sliding_donor, s.last_full_donor);
   if (s.kv_sharing) {
     std::map<int, std::vector<int>> readers;
-    for (int i = s.first_shared_layer; i < static_cast<int>(s.kv_source.size()); ++i) readers[s.kv_source[i]].push_back(i);
+    for (int i = s.first_shared_layer; i < static_cast<int>(s.kv_source.size()); ++i)
+      readers[s.kv_source[i]].push_back(i);
     std::vector<std::string> parts;
     for (const auto& [src, layers] : readers) {
       parts.push_back(fmt::format("{} {} {} {}", layers.size() == 1 ? "layer" : "layers", ranges_text(layers),
@@ -401,20 +405,21 @@ std::string format_summary(const CheckpointSummary& s) {
                    s.bytes_on_disk, s.tensor_bytes);
   o += fmt::format("per token     {} of weights streamed ({} bytes)\n", format_bytes(s.bytes_per_token),
                    s.bytes_per_token);
-  o += fmt::format("KV cache f32  {} per token (full layers) + {} per token up to {} positions (sliding layers, "
-                   "fixed {} once full)\n",
-                   format_bytes(s.kv_bytes_per_token_full), format_bytes(s.kv_bytes_per_token_sliding),
-                   s.sliding_window, format_bytes(s.kv_bytes_sliding_total));
+  o += fmt::format(
+      "KV cache f32  {} per token (full layers) + {} per token up to {} positions (sliding layers, "
+      "fixed {} once full)\n",
+      format_bytes(s.kv_bytes_per_token_full), format_bytes(s.kv_bytes_per_token_sliding), s.sliding_window,
+      format_bytes(s.kv_bytes_sliding_total));
   if (s.drafter) {
     const DrafterSummary& d = *s.drafter;
     o += fmt::format("drafter       {} ({})\n", d.dir, d.model_type);
     o += fmt::format("  trunk       hidden {} (backbone {}), {} layers, {} heads, head dim {}/{}, mlp {}\n",
                      d.hidden_size, d.backbone_hidden_size, d.num_layers, d.num_heads, d.head_dim, d.global_head_dim,
                      d.intermediate_size);
-    o += d.centroid_head ? fmt::format("  head        centroid-masked ({} centroids, top {}, {} tokens per cluster)\n",
-                                       d.num_centroids, d.centroid_top_k,
-                                       d.num_centroids > 0 ? d.vocab_size / d.num_centroids : 0)
-                         : fmt::format("  head        dense tied ({} x {})\n", d.vocab_size, d.hidden_size);
+    o += d.centroid_head
+             ? fmt::format("  head        centroid-masked ({} centroids, top {}, {} tokens per cluster)\n",
+                           d.num_centroids, d.centroid_top_k, d.num_centroids > 0 ? d.vocab_size / d.num_centroids : 0)
+             : fmt::format("  head        dense tied ({} x {})\n", d.vocab_size, d.hidden_size);
     storage_table(o, d.storage);
     o += fmt::format("  parameters  {} ({}), {} on disk, {} per draft step\n", count_text(d.parameters), d.parameters,
                      format_bytes(d.bytes_on_disk), format_bytes(d.bytes_per_step));
@@ -448,17 +453,16 @@ nlohmann::json summary_json(const CheckpointSummary& s) {
       {"architectures", s.architectures},
       {"prefix", s.prefix},
       {"variant",
-       {{"per_layer_inputs", s.per_layer_inputs},
-        {"kv_sharing", s.kv_sharing},
-        {"k_eq_v", s.k_eq_v},
-        {"moe", s.moe}}},
+       {{"per_layer_inputs", s.per_layer_inputs}, {"kv_sharing", s.kv_sharing}, {"k_eq_v", s.k_eq_v}, {"moe", s.moe}}},
       {"hidden_size", s.hidden_size},
       {"num_layers", s.num_layers},
       {"vocab_size", s.vocab_size},
       {"sliding_window", s.sliding_window},
       {"per_layer_input_width", s.per_layer_input_width},
-      {"moe", {{"num_experts", s.num_experts}, {"top_k_experts", s.top_k_experts},
-               {"moe_intermediate_size", s.moe_intermediate_size}}},
+      {"moe",
+       {{"num_experts", s.num_experts},
+        {"top_k_experts", s.top_k_experts},
+        {"moe_intermediate_size", s.moe_intermediate_size}}},
       {"layer_types", types},
       {"first_shared_layer", s.first_shared_layer},
       {"last_sliding_donor", s.last_sliding_donor},

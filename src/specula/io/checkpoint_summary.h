@@ -17,8 +17,8 @@ namespace specula {
 
 struct LayerTypeSummary {
   LayerType type = LayerType::Sliding;
-  int count = 0;            // layers of this type
-  int donors = 0;           // of which own a KV cache
+  int count = 0;   // layers of this type
+  int donors = 0;  // of which own a KV cache
   int num_heads = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
@@ -29,11 +29,11 @@ struct LayerTypeSummary {
 
 // How one kind of module is stored, e.g. all `self_attn.q_proj` as 4-bit group-64.
 struct StorageGroup {
-  std::string kind;          // module path without prefix and `layers.N.`; "1-d vectors" for norms etc.
-  std::string format;        // "bf16", "f32", "f16", "i64", or "q<bits>g<group>"
-  int count = 0;             // modules (or vectors) in this group
-  uint64_t parameters = 0;   // logical elements
-  uint64_t bytes = 0;        // stored bytes (weight + scales + biases)
+  std::string kind;         // module path without prefix and `layers.N.`; "1-d vectors" for norms etc.
+  std::string format;       // "bf16", "f32", "f16", "i64", or "q<bits>g<group>"
+  int count = 0;            // modules (or vectors) in this group
+  uint64_t parameters = 0;  // logical elements
+  uint64_t bytes = 0;       // stored bytes (weight + scales + biases)
 };
 
 struct DrafterSummary {
@@ -62,10 +62,10 @@ struct DrafterSummary {
 
 struct CheckpointSummary {
   std::string dir;
-  std::string model_type;          // top-level config model_type
+  std::string model_type;  // top-level config model_type
   std::string text_model_type;
   std::vector<std::string> architectures;
-  std::string prefix;              // tensor prefix
+  std::string prefix;  // tensor prefix
   bool per_layer_inputs = false;
   bool kv_sharing = false;
   bool k_eq_v = false;
@@ -82,20 +82,20 @@ struct CheckpointSummary {
   int first_shared_layer = 0;
   int last_sliding_donor = -1;
   int last_full_donor = -1;
-  std::vector<int> kv_source;      // per layer: the layer whose cache it reads
+  std::vector<int> kv_source;  // per layer: the layer whose cache it reads
 
   std::vector<StorageGroup> storage;  // the text model's tensors (towers are in `towers`)
   // Logical elements of every weight tensor in the checkpoint (quantized ones counted unpacked;
   // scales/biases and integer index tensors not counted), including unused ones that a file may
   // carry (HF originals keep K/V projections on KV-shared layers) and the multimodal towers.
   uint64_t parameters = 0;
-  uint64_t text_parameters = 0;    // of which the text model's
-  uint64_t tower_parameters = 0;   // of which the vision / audio towers' (never read by generation)
+  uint64_t text_parameters = 0;   // of which the text model's
+  uint64_t tower_parameters = 0;  // of which the vision / audio towers' (never read by generation)
   // The towers' tensors, one group per tower and format: kind "vision" / "audio".
   std::vector<StorageGroup> towers;
-  uint64_t tower_bytes = 0;        // their data sizes
-  uint64_t tensor_bytes = 0;       // sum of the tensors' data sizes (towers included)
-  uint64_t bytes_on_disk = 0;      // the safetensors files, headers included
+  uint64_t tower_bytes = 0;    // their data sizes
+  uint64_t tensor_bytes = 0;   // sum of the tensors' data sizes (towers included)
+  uint64_t bytes_on_disk = 0;  // the safetensors files, headers included
   // Weight bytes read to decode one token: every linear the forward uses (the tied embedding
   // once, as LM head), one gathered row of the per-layer-input table, top_k of num_experts experts
   // per MoE layer, and the 1-d vectors.

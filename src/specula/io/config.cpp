@@ -47,9 +47,7 @@ class Reader {
   bool has(const std::string& k) const { return find(k) != nullptr; }
   bool present(const std::string& k) const { return obj_.contains(k); }  // null counts as present
 
-  [[noreturn]] void missing(const std::string& k) const {
-    fail("{}: required key '{}' is missing", source_, key(k));
-  }
+  [[noreturn]] void missing(const std::string& k) const { fail("{}: required key '{}' is missing", source_, key(k)); }
   [[noreturn]] void wrong_type(const std::string& k, const json& v, const char* want) const {
     fail("{}: key '{}' must be {}, got {} ({})", source_, key(k), want, type_of(v), v.dump());
   }
@@ -138,17 +136,20 @@ bool valid_group(int64_t g) { return g == 32 || g == 64 || g == 128; }
 void read_quant_fields(const Reader& r, QuantSpec& spec) {
   if (const json* v = r.find("bits")) {
     const int64_t b = r.int_value("bits", *v, 0, 64);
-    if (!valid_bits(b)) fail("{}: key '{}' = {} is not a supported bit width (2, 3, 4, 5, 6, 8)", r.source(), r.key("bits"), b);
+    if (!valid_bits(b))
+      fail("{}: key '{}' = {} is not a supported bit width (2, 3, 4, 5, 6, 8)", r.source(), r.key("bits"), b);
     spec.bits = static_cast<int>(b);
   }
   if (const json* v = r.find("group_size")) {
     const int64_t g = r.int_value("group_size", *v, 0, 1 << 20);
-    if (!valid_group(g)) fail("{}: key '{}' = {} is not a supported group size (32, 64, 128)", r.source(), r.key("group_size"), g);
+    if (!valid_group(g))
+      fail("{}: key '{}' = {} is not a supported group size (32, 64, 128)", r.source(), r.key("group_size"), g);
     spec.group_size = static_cast<int>(g);
   }
   if (auto m = r.opt_string("mode")) {
     if (*m != "affine")
-      fail("{}: key '{}' = \"{}\": only MLX affine quantization is supported (not mxfp4/nvfp4/mxfp8)", r.source(), r.key("mode"), *m);
+      fail("{}: key '{}' = \"{}\": only MLX affine quantization is supported (not mxfp4/nvfp4/mxfp8)", r.source(),
+           r.key("mode"), *m);
     spec.mode = *m;
   }
 }
@@ -170,8 +171,10 @@ RopeParams parse_rope_entry(const Reader& r, LayerType t) {
   if (!e->is_object()) r.wrong_type(name, *e, "an object");
   Reader er(*e, r.key(name) + ".", r.source());
   RopeParams p;
-  if (auto ty = er.opt_string("rope_type")) p.type = *ty;
-  else if (auto ty2 = er.opt_string("type")) p.type = *ty2;  // mlx-lm alias
+  if (auto ty = er.opt_string("rope_type"))
+    p.type = *ty;
+  else if (auto ty2 = er.opt_string("type"))
+    p.type = *ty2;  // mlx-lm alias
   if (p.type != "default" && p.type != "linear" && p.type != "proportional")
     fail("{}: key '{}' = \"{}\" is not a supported RoPE type (default, linear, proportional)", r.source(),
          er.key("rope_type"), p.type);
@@ -227,8 +230,10 @@ TextConfig parse_text(const Reader& r, TextRole role) {
   } else {
     t.keys_to_infer.push_back("global_head_dim");  // HF/mlx-lm 512 vs mlx-bun head_dim
   }
-  if (auto b = r.opt_bool("attention_k_eq_v")) t.attention_k_eq_v = *b;
-  else if (role == TextRole::Target) t.keys_to_infer.push_back("attention_k_eq_v");
+  if (auto b = r.opt_bool("attention_k_eq_v"))
+    t.attention_k_eq_v = *b;
+  else if (role == TextRole::Target)
+    t.keys_to_infer.push_back("attention_k_eq_v");
   t.intermediate_size = r.req_int("intermediate_size", 1);
   t.rms_norm_eps = r.req_num("rms_norm_eps");
   if (!(t.rms_norm_eps > 0 && t.rms_norm_eps < 1))
@@ -248,10 +253,11 @@ TextConfig parse_text(const Reader& r, TextRole role) {
     // HF forces the last layer to full attention, mlx-lm does not: they agree only when the
     // pattern divides the layer count, so specula requires that.
     if (t.num_hidden_layers % *pat != 0)
-      fail("{}: '{}' is missing and '{}' = {} does not divide '{}' = {}: the stacks disagree on the last "
-           "layer's type; add layer_types",
-           r.source(), r.key("layer_types"), r.key("sliding_window_pattern"), *pat, r.key("num_hidden_layers"),
-           t.num_hidden_layers);
+      fail(
+          "{}: '{}' is missing and '{}' = {} does not divide '{}' = {}: the stacks disagree on the last "
+          "layer's type; add layer_types",
+          r.source(), r.key("layer_types"), r.key("sliding_window_pattern"), *pat, r.key("num_hidden_layers"),
+          t.num_hidden_layers);
     for (int i = 0; i < t.num_hidden_layers; ++i)
       t.layer_types.push_back((i + 1) % *pat == 0 ? LayerType::Full : LayerType::Sliding);
   } else {
@@ -273,9 +279,10 @@ TextConfig parse_text(const Reader& r, TextRole role) {
   // final_logit_softcapping: HF None vs mlx-lm 30.0 and not inferable from tensors -> required
   // (JSON null is the explicit "no softcapping").
   if (!r.present("final_logit_softcapping"))
-    fail("{}: required key '{}' is missing (stacks disagree on its default: HF none, mlx-lm 30.0; write null "
-         "for none)",
-         r.source(), r.key("final_logit_softcapping"));
+    fail(
+        "{}: required key '{}' is missing (stacks disagree on its default: HF none, mlx-lm 30.0; write null "
+        "for none)",
+        r.source(), r.key("final_logit_softcapping"));
   if (auto c = r.opt_num("final_logit_softcapping")) {
     if (!(*c > 0)) fail("{}: key '{}' = {} must be positive or null", r.source(), r.key("final_logit_softcapping"), *c);
     t.final_logit_softcapping = *c;
@@ -286,8 +293,10 @@ TextConfig parse_text(const Reader& r, TextRole role) {
   } else if (role == TextRole::Target) {
     t.keys_to_infer.push_back("hidden_size_per_layer_input");  // HF/mlx-lm 256 vs mlx-bun 0
   }
-  if (auto v = r.opt_int("vocab_size_per_layer_input", 0)) t.vocab_size_per_layer_input = *v;
-  else if (role == TextRole::Target) t.keys_to_infer.push_back("vocab_size_per_layer_input");
+  if (auto v = r.opt_int("vocab_size_per_layer_input", 0))
+    t.vocab_size_per_layer_input = *v;
+  else if (role == TextRole::Target)
+    t.keys_to_infer.push_back("vocab_size_per_layer_input");
 
   if (auto n = r.opt_int("num_kv_shared_layers", 0, t.num_hidden_layers)) {
     t.num_kv_shared_layers = static_cast<int>(*n);
@@ -296,11 +305,15 @@ TextConfig parse_text(const Reader& r, TextRole role) {
   } else {
     t.num_kv_shared_layers = t.num_hidden_layers;  // a drafter owns no KV cache by definition
   }
-  if (auto b = r.opt_bool("use_double_wide_mlp")) t.use_double_wide_mlp = *b;
-  else if (role == TextRole::Target) t.keys_to_infer.push_back("use_double_wide_mlp");  // HF false vs mlx-lm true
+  if (auto b = r.opt_bool("use_double_wide_mlp"))
+    t.use_double_wide_mlp = *b;
+  else if (role == TextRole::Target)
+    t.keys_to_infer.push_back("use_double_wide_mlp");  // HF false vs mlx-lm true
 
-  if (auto b = r.opt_bool("enable_moe_block")) t.enable_moe_block = *b;
-  else if (role == TextRole::Target) t.keys_to_infer.push_back("enable_moe_block");
+  if (auto b = r.opt_bool("enable_moe_block"))
+    t.enable_moe_block = *b;
+  else if (role == TextRole::Target)
+    t.keys_to_infer.push_back("enable_moe_block");
   if (auto e = r.opt_int("num_experts", 1, 65536)) t.num_experts = static_cast<int>(*e);
   if (auto k = r.opt_int("top_k_experts", 1, 65536)) t.top_k_experts = static_cast<int>(*k);
   t.moe_intermediate_size = moe_width(r);
@@ -310,8 +323,8 @@ TextConfig parse_text(const Reader& r, TextRole role) {
     if (t.num_experts == 0) t.keys_to_infer.push_back("num_experts");
     if (t.moe_intermediate_size == 0) t.keys_to_infer.push_back("moe_intermediate_size");
     if (t.num_experts > 0 && t.top_k_experts > t.num_experts)
-      fail("{}: '{}' = {} exceeds '{}' = {}", r.source(), r.key("top_k_experts"), t.top_k_experts,
-           r.key("num_experts"), t.num_experts);
+      fail("{}: '{}' = {} exceeds '{}' = {}", r.source(), r.key("top_k_experts"), t.top_k_experts, r.key("num_experts"),
+           t.num_experts);
   }
 
   if (auto b = r.opt_bool("tie_word_embeddings")) t.tie_word_embeddings = *b;
@@ -363,10 +376,11 @@ std::vector<LayerGeometry> derive(const TextConfig& text, const std::string& sou
     const bool sliding = g.type == LayerType::Sliding;
     g.head_dim = (!sliding && text.global_head_dim > 0) ? text.global_head_dim : text.head_dim;
     g.k_eq_v = text.attention_k_eq_v && !sliding;
-    g.num_kv_heads = (g.k_eq_v && text.num_global_key_value_heads) ? *text.num_global_key_value_heads
-                                                                    : text.num_key_value_heads;
+    g.num_kv_heads =
+        (g.k_eq_v && text.num_global_key_value_heads) ? *text.num_global_key_value_heads : text.num_key_value_heads;
     g.kv_donor = i < first_shared;
-    g.mlp_width = text.intermediate_size * ((text.use_double_wide_mlp && i >= first_shared && first_shared > 0) ? 2 : 1);
+    g.mlp_width =
+        text.intermediate_size * ((text.use_double_wide_mlp && i >= first_shared && first_shared > 0) ? 2 : 1);
     g.rope = sliding ? text.rope_sliding : text.rope_full;
     if (role == TextRole::Drafter) {
       g.kv_donor = false;
@@ -405,9 +419,7 @@ bool TextConfig::needs_inference(const std::string& key) const {
   return std::find(keys_to_infer.begin(), keys_to_infer.end(), key) != keys_to_infer.end();
 }
 
-const char* layer_type_name(LayerType t) {
-  return t == LayerType::Sliding ? "sliding_attention" : "full_attention";
-}
+const char* layer_type_name(LayerType t) { return t == LayerType::Sliding ? "sliding_attention" : "full_attention"; }
 
 QuantSpec QuantizationConfig::spec_for(const std::string& module_path) const {
   auto it = overrides.find(module_path);
@@ -510,10 +522,14 @@ TargetConfig parse_target_config(const json& raw, const std::string& source) {
   resolve_tie(cfg.text, text, top);
   // Token ids: text first, then top level (mlx-bun reads the top level first); the EOS set is the
   // union of both (docs/gemma4.md §2.5).
-  if (auto b = text.opt_int("bos_token_id", 0)) cfg.bos_token_id = static_cast<int>(*b);
-  else if (auto b2 = top.opt_int("bos_token_id", 0)) cfg.bos_token_id = static_cast<int>(*b2);
-  if (auto p = text.opt_int("pad_token_id", 0)) cfg.pad_token_id = static_cast<int>(*p);
-  else if (auto p2 = top.opt_int("pad_token_id", 0)) cfg.pad_token_id = static_cast<int>(*p2);
+  if (auto b = text.opt_int("bos_token_id", 0))
+    cfg.bos_token_id = static_cast<int>(*b);
+  else if (auto b2 = top.opt_int("bos_token_id", 0))
+    cfg.bos_token_id = static_cast<int>(*b2);
+  if (auto p = text.opt_int("pad_token_id", 0))
+    cfg.pad_token_id = static_cast<int>(*p);
+  else if (auto p2 = top.opt_int("pad_token_id", 0))
+    cfg.pad_token_id = static_cast<int>(*p2);
   append_unique(cfg.eos_token_ids, text.id_list("eos_token_id"));
   if (nested) append_unique(cfg.eos_token_ids, top.id_list("eos_token_id"));
   cfg.quantization = parse_quantization(raw, source);
@@ -543,10 +559,12 @@ DrafterConfig parse_drafter_config(const json& raw, const std::string& source) {
   Reader text(*tc, "text_config.", source);
   cfg.text = parse_text(text, TextRole::Drafter);
   if (cfg.text.num_kv_shared_layers != cfg.text.num_hidden_layers)
-    fail("{}: 'text_config.num_kv_shared_layers' = {} must equal 'text_config.num_hidden_layers' = {}: a drafter "
-         "owns no KV cache",
-         source, cfg.text.num_kv_shared_layers, cfg.text.num_hidden_layers);
-  if (cfg.text.enable_moe_block) fail("{}: 'text_config.enable_moe_block' is true: MoE drafters are not supported", source);
+    fail(
+        "{}: 'text_config.num_kv_shared_layers' = {} must equal 'text_config.num_hidden_layers' = {}: a drafter "
+        "owns no KV cache",
+        source, cfg.text.num_kv_shared_layers, cfg.text.num_hidden_layers);
+  if (cfg.text.enable_moe_block)
+    fail("{}: 'text_config.enable_moe_block' is true: MoE drafters are not supported", source);
   if (cfg.text.hidden_size_per_layer_input != 0)
     fail("{}: 'text_config.hidden_size_per_layer_input' = {}: a drafter has no per-layer inputs", source,
          cfg.text.hidden_size_per_layer_input);

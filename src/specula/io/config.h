@@ -16,14 +16,14 @@ namespace specula {
 // ---- quantization (docs/gemma4.md §4) ---------------------------------------------------------
 
 struct QuantSpec {
-  int bits = 4;          // 2, 3, 4, 5, 6, 8
-  int group_size = 64;   // 32, 64, 128
+  int bits = 4;         // 2, 3, 4, 5, 6, 8
+  int group_size = 64;  // 32, 64, 128
   std::string mode = "affine";
   bool operator==(const QuantSpec&) const = default;
 };
 
 struct QuantizationConfig {
-  bool present = false;  // the config had a `quantization` / `quantization_config` block
+  bool present = false;   // the config had a `quantization` / `quantization_config` block
   std::string block_key;  // which of the two keys it came from (for messages)
   QuantSpec defaults;
   // Per-module overrides keyed by module path (tensor name minus .weight/.scales/.biases);
@@ -91,12 +91,12 @@ struct TextConfig {
 struct LayerGeometry {
   int index = 0;
   LayerType type = LayerType::Sliding;
-  int head_dim = 0;        // D_i
-  int num_kv_heads = 0;    // nKV_i
-  bool k_eq_v = false;     // V derives from the raw k_proj output
-  bool kv_donor = true;    // owns a KV cache (i < first_shared)
-  int kv_source = 0;       // layer whose cache this layer reads (itself for donors)
-  int64_t mlp_width = 0;   // from config; the loader checks it against the tensor shape
+  int head_dim = 0;       // D_i
+  int num_kv_heads = 0;   // nKV_i
+  bool k_eq_v = false;    // V derives from the raw k_proj output
+  bool kv_donor = true;   // owns a KV cache (i < first_shared)
+  int kv_source = 0;      // layer whose cache this layer reads (itself for donors)
+  int64_t mlp_width = 0;  // from config; the loader checks it against the tensor shape
   RopeParams rope;
 };
 
@@ -106,8 +106,8 @@ std::vector<LayerGeometry> derive_geometry(const TextConfig& text, const std::st
 // ---- target ---------------------------------------------------------------------------------
 
 struct TargetConfig {
-  std::string source;                 // path of config.json, for messages
-  std::string model_type;             // top-level: gemma4, gemma4_unified, gemma4_text, ...
+  std::string source;      // path of config.json, for messages
+  std::string model_type;  // top-level: gemma4, gemma4_unified, gemma4_text, ...
   std::vector<std::string> architectures;
   TextConfig text;
   QuantizationConfig quantization;
@@ -115,8 +115,8 @@ struct TargetConfig {
   int pad_token_id = 0;
   std::vector<int> eos_token_ids;
   std::vector<LayerGeometry> layers;
-  int first_shared_layer = 0;         // NL - num_kv_shared_layers
-  int last_sliding_donor = -1;        // drafter donor pair (docs/gemma4.md §2.4); -1 if none
+  int first_shared_layer = 0;   // NL - num_kv_shared_layers
+  int last_sliding_donor = -1;  // drafter donor pair (docs/gemma4.md §2.4); -1 if none
   int last_full_donor = -1;
 };
 
@@ -131,7 +131,7 @@ void update_target_geometry(TargetConfig& cfg);
 
 struct DrafterConfig {
   std::string source;
-  std::string model_type;              // gemma4_assistant / gemma4_unified_assistant
+  std::string model_type;  // gemma4_assistant / gemma4_unified_assistant
   int64_t backbone_hidden_size = 0;
   std::optional<bool> use_ordered_embeddings;  // absent -> decided by tensor presence
   int num_centroids = 0;
@@ -140,8 +140,8 @@ struct DrafterConfig {
   TextConfig text;
   QuantizationConfig quantization;
   std::vector<int> eos_token_ids;
-  std::vector<LayerGeometry> layers;   // all layers are Q-only (kv_donor = false, kv_source = -1:
-                                       // K/V come from the target's last donor of the same type)
+  std::vector<LayerGeometry> layers;  // all layers are Q-only (kv_donor = false, kv_source = -1:
+                                      // K/V come from the target's last donor of the same type)
 };
 
 DrafterConfig parse_drafter_config(const nlohmann::json& raw, const std::string& source);

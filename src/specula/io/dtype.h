@@ -9,7 +9,7 @@ namespace specula {
 enum class DType { BF16, F16, F32, F64, U8, I8, U32, I32, I64 };
 
 size_t dtype_size(DType t);
-std::string_view dtype_name(DType t);                       // safetensors spelling: "BF16", "U32", ...
-std::optional<DType> parse_dtype(std::string_view name);    // nullopt for unknown spellings
+std::string_view dtype_name(DType t);                     // safetensors spelling: "BF16", "U32", ...
+std::optional<DType> parse_dtype(std::string_view name);  // nullopt for unknown spellings
 
 }  // namespace specula

@@ -53,13 +53,13 @@ constexpr GgmlTypeTraits kTraits[] = {
     {GgmlType::Q1_0, "q1_0", 128, 18},
 };
 
-constexpr const char* kGgufTypeNames[kGgufTypeCount] = {"u8",  "i8",    "u16",    "i16",   "u32", "i32", "f32",
+constexpr const char* kGgufTypeNames[kGgufTypeCount] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                                         "bool", "string", "array", "u64", "i64", "f64"};
 
 // Smallest encoding of one value: what a count is checked against before anything is reserved.
 uint64_t min_value_bytes(GgufType t) {
-  if (t == GgufType::STRING) return 8;       // the length field
-  if (t == GgufType::ARRAY) return 4 + 8;    // element type and count
+  if (t == GgufType::STRING) return 8;     // the length field
+  if (t == GgufType::ARRAY) return 4 + 8;  // element type and count
   return gguf_type_size(t);
 }
 
@@ -72,8 +72,7 @@ class Cursor {
   uint64_t left() const { return size_ - pos_; }
 
   const std::byte* take(uint64_t n, std::string_view what) {
-    if (n > left())
-      fail("{}: truncated: {} at offset {} needs {} bytes but {} are left", path_, what, pos_, n, left());
+    if (n > left()) fail("{}: truncated: {} at offset {} needs {} bytes but {} are left", path_, what, pos_, n, left());
     const std::byte* p = base_ + pos_;
     pos_ += n;
     return p;
@@ -94,8 +93,7 @@ class Cursor {
     if (left() < 8) fail("{}: truncated: {} at offset {} needs 8 bytes but {} are left", path_, name(), at, left());
     const auto len = read<uint64_t>(what);
     if (len > left())
-      fail("{}: truncated: {} at offset {} has string length {} but {} bytes are left", path_, name(), at, len,
-           left());
+      fail("{}: truncated: {} at offset {} has string length {} but {} bytes are left", path_, name(), at, len, left());
     return {reinterpret_cast<const char*>(take(len, what)), static_cast<size_t>(len)};
   }
 
@@ -113,11 +111,15 @@ struct Range {
 
 bool is_integer(GgufType t) {
   switch (t) {
-    case GgufType::U8: case GgufType::I8: case GgufType::U16: case GgufType::I16: case GgufType::U32:
-    case GgufType::I32: case GgufType::U64: case GgufType::I64:
-      return true;
-    default:
-      return false;
+    case GgufType::U8:
+    case GgufType::I8:
+    case GgufType::U16:
+    case GgufType::I16:
+    case GgufType::U32:
+    case GgufType::I32:
+    case GgufType::U64:
+    case GgufType::I64: return true;
+    default: return false;
   }
 }
 
@@ -201,10 +203,17 @@ std::string_view gguf_type_name(GgufType t) {
 
 size_t gguf_type_size(GgufType t) {
   switch (t) {
-    case GgufType::U8: case GgufType::I8: case GgufType::BOOL: return 1;
-    case GgufType::U16: case GgufType::I16: return 2;
-    case GgufType::U32: case GgufType::I32: case GgufType::F32: return 4;
-    case GgufType::U64: case GgufType::I64: case GgufType::F64: return 8;
+    case GgufType::U8:
+    case GgufType::I8:
+    case GgufType::BOOL: return 1;
+    case GgufType::U16:
+    case GgufType::I16: return 2;
+    case GgufType::U32:
+    case GgufType::I32:
+    case GgufType::F32: return 4;
+    case GgufType::U64:
+    case GgufType::I64:
+    case GgufType::F64: return 8;
     default: return 0;
   }
 }
@@ -262,11 +271,11 @@ GgufFile GgufFile::parse(GgufFile f) {
   // n_dims 0, a type and an offset.
   constexpr uint64_t kMinKv = 8 + 4 + 1, kMinTensor = 8 + 4 + 4 + 8;
   if (n_kvs > in.left() / kMinKv)
-    fail("{}: metadata count {} cannot fit in the {} bytes left (each pair needs at least {})", path, n_kvs,
-         in.left(), kMinKv);
+    fail("{}: metadata count {} cannot fit in the {} bytes left (each pair needs at least {})", path, n_kvs, in.left(),
+         kMinKv);
   if (n_tensors > (in.left() - n_kvs * kMinKv) / kMinTensor)
-    fail("{}: tensor count {} cannot fit in the {} bytes left (each tensor info needs at least {})", path,
-         n_tensors, in.left() - n_kvs * kMinKv, kMinTensor);
+    fail("{}: tensor count {} cannot fit in the {} bytes left (each tensor info needs at least {})", path, n_tensors,
+         in.left() - n_kvs * kMinKv, kMinTensor);
 
   f.kvs_.reserve(n_kvs);
   for (uint64_t i = 0; i < n_kvs; ++i) {
@@ -372,9 +381,8 @@ GgufFile GgufFile::parse(GgufFile f) {
     t.data = f.base_ + f.data_offset_ + t.offset;
     ranges.push_back({t.offset, t.offset + t.nbytes, i});
   }
-  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range& a, const Range& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
   // Sorted by start: each range must begin at or after the furthest end so far.
   const Range* furthest = nullptr;
   for (const Range& r : ranges) {
@@ -487,10 +495,10 @@ std::vector<int64_t> GgufFile::get_int_array(std::string_view key) const {
   return out;
 }
 
-#define SPECULA_GGUF_FIND(Type, name)                                 \
+#define SPECULA_GGUF_FIND(Type, name)                                     \
   std::optional<Type> GgufFile::find_##name(std::string_view key) const { \
-    if (!has(key)) return std::nullopt;                               \
-    return get_##name(key);                                           \
+    if (!has(key)) return std::nullopt;                                   \
+    return get_##name(key);                                               \
   }
 SPECULA_GGUF_FIND(std::string_view, string)
 SPECULA_GGUF_FIND(uint32_t, u32)

@@ -103,9 +103,9 @@ size_t gguf_type_size(GgufType t);
 struct GgufKv {
   std::string_view key;
   GgufType type = GgufType::U8;
-  GgufType array_type = GgufType::U8;  // element type when type == ARRAY
-  uint64_t count = 1;                  // elements: 1 for a scalar, the length of an array
-  const std::byte* data = nullptr;     // fixed-size values: count little-endian elements (unaligned)
+  GgufType array_type = GgufType::U8;     // element type when type == ARRAY
+  uint64_t count = 1;                     // elements: 1 for a scalar, the length of an array
+  const std::byte* data = nullptr;        // fixed-size values: count little-endian elements (unaligned)
   std::vector<std::string_view> strings;  // STRING: the value; ARRAY of STRING: every element
 
   bool is_array() const { return type == GgufType::ARRAY; }

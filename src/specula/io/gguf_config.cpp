@@ -23,9 +23,10 @@ class MetadataReader {
   explicit MetadataReader(const GgufFile& f) : f_(f) {
     arch_ = std::string(f.get_string("general.architecture"));
     if (arch_ == "gemma4_assistant")
-      fail("{}: general.architecture is \"gemma4_assistant\": a drafter GGUF is not a target model; give the "
-           "drafter as --draft (safetensors directory)",
-           f.path());
+      fail(
+          "{}: general.architecture is \"gemma4_assistant\": a drafter GGUF is not a target model; give the "
+          "drafter as --draft (safetensors directory)",
+          f.path());
     if (arch_ != "gemma4")
       fail("{}: general.architecture is \"{}\" but specula runs Gemma 4 (\"gemma4\")", f.path(), arch_);
   }
@@ -42,7 +43,8 @@ class MetadataReader {
   int64_t non_negative_or(const char* k, int64_t fallback) const {
     const auto v = f_.find_int(key(k));
     if (!v) return fallback;
-    if (*v < 0 || *v > (int64_t{1} << 40)) fail("{}: metadata key '{}' = {} is outside [0, 2^40]", f_.path(), key(k), *v);
+    if (*v < 0 || *v > (int64_t{1} << 40))
+      fail("{}: metadata key '{}' = {} is outside [0, 2^40]", f_.path(), key(k), *v);
     return *v;
   }
   double real(const char* k) const {
@@ -103,9 +105,10 @@ int64_t uniform_over(const MetadataReader& r, const char* k, const std::vector<i
   for (size_t i = 0; i < values.size(); ++i) {
     if (sliding[i] != want) continue;
     if (v != 0 && values[i] != v)
-      fail("{}: metadata key '{}' differs between {} layers ({} and {} at layer {}); Gemma 4 has one value per "
-           "layer type",
-           r.file().path(), r.key(k), want ? "sliding-window" : "full-attention", v, values[i], i);
+      fail(
+          "{}: metadata key '{}' differs between {} layers ({} and {} at layer {}); Gemma 4 has one value per "
+          "layer type",
+          r.file().path(), r.key(k), want ? "sliding-window" : "full-attention", v, values[i], i);
     v = values[i];
   }
   return v;
@@ -122,9 +125,10 @@ json full_rope(const MetadataReader& r, int64_t head_dim) {
   if (theta <= 0) fail("{}: metadata key '{}' = {} must be positive", f.path(), r.key("rope.freq_base"), theta);
   const int64_t n_rot = r.non_negative_or("rope.dimension_count", head_dim);
   if (n_rot != head_dim)
-    fail("{}: metadata key '{}' = {} but full-attention layers rotate their whole head dim '{}' = {} (partial "
-         "rotation is given by the rope_freqs tensor)",
-         f.path(), r.key("rope.dimension_count"), n_rot, r.key("attention.key_length"), head_dim);
+    fail(
+        "{}: metadata key '{}' = {} but full-attention layers rotate their whole head dim '{}' = {} (partial "
+        "rotation is given by the rope_freqs tensor)",
+        f.path(), r.key("rope.dimension_count"), n_rot, r.key("attention.key_length"), head_dim);
   const GgufTensor* t = f.find_tensor("rope_freqs.weight");
   if (!t) return rope_entry("default", theta);
   if (t->type != GgmlType::F32 || t->dims.size() != 1 || t->dims[0] != head_dim / 2)
@@ -141,9 +145,10 @@ json full_rope(const MetadataReader& r, int64_t head_dim) {
   for (size_t i = 0; i < v.size(); ++i) {
     const bool ok = i < rotated ? v[i] == factor : v[i] >= kUnrotatedFactor;
     if (!ok || !std::isfinite(factor) || factor <= 0)
-      fail("{}: tensor rope_freqs.weight entry {} is {}: specula reads it as a proportional RoPE, {} pairs rotated "
-           "at one factor ({}) and the rest unrotated (>= {})",
-           f.path(), i, v[i], rotated, factor, kUnrotatedFactor);
+      fail(
+          "{}: tensor rope_freqs.weight entry {} is {}: specula reads it as a proportional RoPE, {} pairs rotated "
+          "at one factor ({}) and the rest unrotated (>= {})",
+          f.path(), i, v[i], rotated, factor, kUnrotatedFactor);
   }
   // partial_rotary_factor whose pair count ⌊ρ·D/2⌋ comes out as `rotated` in double arithmetic.
   double rho = static_cast<double>(rotated) / (static_cast<double>(head_dim) / 2.0);
@@ -173,8 +178,8 @@ int64_t head_dim(const MetadataReader& r, const char* key_length, const char* va
   if (r.has(value_length)) {
     const int64_t v = r.positive(value_length);
     if (v != k)
-      fail("{}: metadata key '{}' = {} differs from '{}' = {}; Gemma 4 keys and values have one width",
-           r.file().path(), r.key(value_length), v, r.key(key_length), k);
+      fail("{}: metadata key '{}' = {} differs from '{}' = {}; Gemma 4 keys and values have one width", r.file().path(),
+           r.key(value_length), v, r.key(key_length), k);
   }
   return k;
 }
@@ -187,9 +192,10 @@ void add_feed_forward(json& c, const MetadataReader& r, int layers, int shared) 
   for (int i = 0; i < layers; ++i) {
     const int64_t want = (wide && i >= first_shared) ? 2 * base : base;
     if (ff[static_cast<size_t>(i)] != want)
-      fail("{}: metadata key '{}'[{}] = {} but {} is expected: every layer has layer 0's width {}, KV-shared layers "
-           "(from layer {}) may all have twice it",
-           r.file().path(), r.key("feed_forward_length"), i, ff[static_cast<size_t>(i)], want, base, first_shared);
+      fail(
+          "{}: metadata key '{}'[{}] = {} but {} is expected: every layer has layer 0's width {}, KV-shared layers "
+          "(from layer {}) may all have twice it",
+          r.file().path(), r.key("feed_forward_length"), i, ff[static_cast<size_t>(i)], want, base, first_shared);
   }
   c["intermediate_size"] = base;
   c["use_double_wide_mlp"] = wide;
@@ -263,14 +269,17 @@ json gguf_target_config(const GgufFile& f) {
   add_attention(c, r, sliding_layers(r, nl));
   const double eps = r.real("attention.layer_norm_rms_epsilon");
   c["rms_norm_eps"] = eps;
-  if (auto cap = f.find_f32(r.key("final_logit_softcapping")); cap && *cap != 0.0f) c["final_logit_softcapping"] = *cap;
-  else c["final_logit_softcapping"] = nullptr;
+  if (auto cap = f.find_f32(r.key("final_logit_softcapping")); cap && *cap != 0.0f)
+    c["final_logit_softcapping"] = *cap;
+  else
+    c["final_logit_softcapping"] = nullptr;
   c["hidden_size_per_layer_input"] = r.non_negative_or("embedding_length_per_layer_input", 0);
   add_experts(c, r);
   if (r.has("context_length")) c["max_position_embeddings"] = r.positive("context_length");
   const GgufTensor* embed = f.find_tensor("token_embd.weight");
   if (!embed) fail("{}: missing tensor token_embd.weight (the token embedding table)", f.path());
-  if (embed->dims.size() != 2) fail("{}: tensor token_embd.weight has dims {} but must be 2-d", f.path(), embed->dims_str());
+  if (embed->dims.size() != 2)
+    fail("{}: tensor token_embd.weight has dims {} but must be 2-d", f.path(), embed->dims_str());
   c["vocab_size"] = embed->dims[1];
   c["tie_word_embeddings"] = f.find_tensor("output.weight") == nullptr;
   add_token_ids(c, f);

@@ -90,8 +90,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   if (header_len > kMaxSafetensorsHeader)
     fail("{}: header length {} exceeds the limit of {} bytes", path, header_len, kMaxSafetensorsHeader);
   if (header_len > size - 8)
-    fail("{}: header length {} is longer than the file ({} bytes after the length field)", path,
-         header_len, size - 8);
+    fail("{}: header length {} is longer than the file ({} bytes after the length field)", path, header_len, size - 8);
 
   const char* header_begin = reinterpret_cast<const char*>(base + 8);
   // Duplicate top-level keys would silently keep one description; reject them instead.
@@ -121,9 +120,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     const std::string& name = item.key();
     const json& entry = item.value();
     if (name == "__metadata__") continue;
-    const auto bad = [&](const std::string& why) {
-      fail("{}: tensor '{}': {}", path, printable_name(name), why);
-    };
+    const auto bad = [&](const std::string& why) { fail("{}: tensor '{}': {}", path, printable_name(name), why); };
     if (!entry.is_object()) bad(fmt::format("entry is {}, not a JSON object", json_type(entry)));
     const auto field = [&](const char* key) -> const json& {
       const auto it = entry.find(key);
@@ -153,13 +150,12 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     if (begin > end) bad(fmt::format("data_offsets [{}, {}] begin is after end", begin, end));
 
     const auto nbytes = checked_nbytes(shape, *dtype);
-    if (!nbytes)
-      bad(fmt::format("shape {} of {} overflows a 64-bit byte count", dims_string(shape), dtype_str));
+    if (!nbytes) bad(fmt::format("shape {} of {} overflows a 64-bit byte count", dims_string(shape), dtype_str));
     if (end > data_size)
       bad(fmt::format("data_offsets [{}, {}] end past the data region ({} bytes)", begin, end, data_size));
     if (end - begin != *nbytes)
-      bad(fmt::format("data_offsets [{}, {}] hold {} bytes but shape {} of {} needs {}", begin, end,
-                      end - begin, dims_string(shape), dtype_str, *nbytes));
+      bad(fmt::format("data_offsets [{}, {}] hold {} bytes but shape {} of {} needs {}", begin, end, end - begin,
+                      dims_string(shape), dtype_str, *nbytes));
 
     TensorView view;
     view.name = name;
@@ -174,16 +170,15 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
 
   // Overlap: sort non-empty ranges by start; each must start at or after the furthest end so far.
   std::erase_if(ranges, [](const Range& r) { return r.begin == r.end; });
-  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range& a, const Range& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
   const Range* furthest = nullptr;
   for (const Range& r : ranges) {
     if (furthest && r.begin < furthest->end) {
       const TensorView& a = f.tensors_[furthest->index];
       const TensorView& b = f.tensors_[r.index];
-      fail("{}: tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", path, printable_name(a.name),
-           furthest->begin, furthest->end, printable_name(b.name), r.begin, r.end);
+      fail("{}: tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", path, printable_name(a.name), furthest->begin,
+           furthest->end, printable_name(b.name), r.begin, r.end);
     }
     if (!furthest || r.end > furthest->end) furthest = &r;
   }
@@ -206,8 +201,7 @@ namespace {
 void add_file_tensors(const SafetensorsFile& file, std::map<std::string, const TensorView*>& index) {
   for (const TensorView& view : file.tensors()) {
     const auto [it, inserted] = index.emplace(view.name, &view);
-    if (!inserted)
-      fail("tensor '{}' is in both {} and {}", printable_name(view.name), *it->second->file, file.path());
+    if (!inserted) fail("tensor '{}' is in both {} and {}", printable_name(view.name), *it->second->file, file.path());
   }
 }
 
@@ -262,8 +256,8 @@ TensorStore TensorStore::open_dir(const std::string& dir) {
       const fs::path fp(file);
       if (file.empty() || fp.is_absolute() ||
           std::any_of(fp.begin(), fp.end(), [](const fs::path& c) { return c == ".."; }))
-        fail("{}: weight_map entry '{}' names shard '{}' outside the directory", ipath,
-             printable_name(name), printable_name(file));
+        fail("{}: weight_map entry '{}' names shard '{}' outside the directory", ipath, printable_name(name),
+             printable_name(file));
       shards[file].push_back(name);
     }
     if (shards.empty()) fail("{}: \"weight_map\" is empty", ipath);
@@ -279,8 +273,8 @@ TensorStore TensorStore::open_dir(const std::string& dir) {
       const SafetensorsFile& file = *store.files_.back();
       for (const auto& name : names)
         if (!file.find(name))
-          fail("{}: tensor '{}' is listed in shard '{}' but {} does not contain it", ipath,
-               printable_name(name), printable_name(shard), spath);
+          fail("{}: tensor '{}' is listed in shard '{}' but {} does not contain it", ipath, printable_name(name),
+               printable_name(shard), spath);
       add_file_tensors(file, store.index_);
     }
     return store;
@@ -306,9 +300,10 @@ TensorStore TensorStore::open_dir(const std::string& dir) {
   if (paths.empty()) {
     std::vector<std::string> shown;
     for (const auto& o : others) shown.push_back(printable_name(o));
-    fail("no safetensors files in {} (looked for model.safetensors.index.json, model.safetensors and "
-         "model-NNNNN-of-NNNNN.safetensors{}{})",
-         dir, others.empty() ? "" : "; not model shards: ", fmt::format("{}", fmt::join(shown, ", ")));
+    fail(
+        "no safetensors files in {} (looked for model.safetensors.index.json, model.safetensors and "
+        "model-NNNNN-of-NNNNN.safetensors{}{})",
+        dir, others.empty() ? "" : "; not model shards: ", fmt::format("{}", fmt::join(shown, ", ")));
   }
   for (std::string& p : paths) p = (root / p).string();
   std::sort(paths.begin(), paths.end());
@@ -324,8 +319,8 @@ TensorStore TensorStore::from_views(const std::string& dir, std::vector<TensorVi
   for (auto& v : views) {
     const auto nbytes = checked_nbytes(v.shape, v.dtype);
     if (!nbytes)
-      fail("{}: tensor '{}': shape {} of {} is negative or overflows a 64-bit byte count", dir,
-           printable_name(v.name), dims_string(v.shape), dtype_name(v.dtype));
+      fail("{}: tensor '{}': shape {} of {} is negative or overflows a 64-bit byte count", dir, printable_name(v.name),
+           dims_string(v.shape), dtype_name(v.dtype));
     auto owned = std::make_unique<TensorView>(std::move(v));
     owned->data = nullptr;
     owned->nbytes = static_cast<size_t>(*nbytes);
@@ -380,7 +375,6 @@ void TensorStore::populate_pages(const void* p, size_t n) const {
 
 namespace {
 
-
 std::string json_string(const std::string& s, const std::string& path, const std::string& what) {
   try {
     return json(s).dump();
@@ -391,8 +385,7 @@ std::string json_string(const std::string& s, const std::string& path, const std
 
 }  // namespace
 
-void write_safetensors(const std::string& path, const std::vector<TensorSpec>& tensors,
-                       const WriteOptions& options) {
+void write_safetensors(const std::string& path, const std::vector<TensorSpec>& tensors, const WriteOptions& options) {
   // Header first: it fixes every offset before any data is produced.
   std::vector<uint64_t> sizes;
   sizes.reserve(tensors.size());
@@ -414,13 +407,13 @@ void write_safetensors(const std::string& path, const std::vector<TensorSpec>& t
     if (!names.insert(t.name).second) fail("{}: tensor '{}' declared twice", path, printable_name(t.name));
     const auto nbytes = checked_nbytes(t.shape, t.dtype);
     if (!nbytes)
-      fail("{}: tensor '{}': shape {} of {} is negative or overflows a 64-bit byte count", path,
-           printable_name(t.name), dims_string(t.shape), dtype_name(t.dtype));
+      fail("{}: tensor '{}': shape {} of {} is negative or overflows a 64-bit byte count", path, printable_name(t.name),
+           dims_string(t.shape), dtype_name(t.dtype));
     if (*nbytes > 0 && !t.fill) fail("{}: tensor '{}' has no fill function", path, printable_name(t.name));
     if (header.size() > 1) header += ',';
     header += json_string(t.name, path, "tensor name");
-    header += fmt::format(":{{\"dtype\":\"{}\",\"shape\":{},\"data_offsets\":[{},{}]}}",
-                          dtype_name(t.dtype), json(t.shape).dump(), offset, offset + *nbytes);
+    header += fmt::format(":{{\"dtype\":\"{}\",\"shape\":{},\"data_offsets\":[{},{}]}}", dtype_name(t.dtype),
+                          json(t.shape).dump(), offset, offset + *nbytes);
     offset += *nbytes;
     sizes.push_back(*nbytes);
   }
@@ -445,8 +438,7 @@ void write_safetensors(const std::string& path, const std::vector<TensorSpec>& t
     // A 0-d tensor is one row; otherwise rows are slices along dim 0 (shape[0] > 0 here).
     const int64_t rows = t.shape.empty() ? 1 : t.shape[0];
     const uint64_t row_bytes = sizes[i] / static_cast<uint64_t>(rows);
-    const int64_t rows_per_chunk =
-        static_cast<int64_t>(std::clamp<uint64_t>(options.chunk_bytes / row_bytes, 1, rows));
+    const int64_t rows_per_chunk = static_cast<int64_t>(std::clamp<uint64_t>(options.chunk_bytes / row_bytes, 1, rows));
     buffer.resize(static_cast<size_t>(rows_per_chunk) * row_bytes);
     for (int64_t r0 = 0; r0 < rows; r0 += rows_per_chunk) {
       const int64_t r1 = std::min(rows, r0 + rows_per_chunk);
@@ -460,8 +452,7 @@ void write_safetensors(const std::string& path, const std::vector<TensorSpec>& t
   out.commit();
 }
 
-TensorSpec tensor_from_bytes(std::string name, DType dtype, std::vector<int64_t> shape,
-                             std::vector<std::byte> bytes) {
+TensorSpec tensor_from_bytes(std::string name, DType dtype, std::vector<int64_t> shape, std::vector<std::byte> bytes) {
   const auto nbytes = checked_nbytes(shape, dtype);
   if (!nbytes)
     fail("tensor '{}': shape {} of {} is negative or overflows a 64-bit byte count", printable_name(name),

@@ -106,7 +106,7 @@ struct TensorSpec {
 
 struct WriteOptions {
   std::map<std::string, std::string> metadata = {{"format", "pt"}};
-  size_t chunk_bytes = 64u << 20;                      // rows per fill call are sized to this
+  size_t chunk_bytes = 64u << 20;                               // rows per fill call are sized to this
   std::function<void(uint64_t done, uint64_t total)> progress;  // tensor data bytes written so far
 };
 
@@ -115,7 +115,6 @@ void write_safetensors(const std::string& path, const std::vector<TensorSpec>& t
                        const WriteOptions& options = {});
 
 // Convenience for small tensors held in memory.
-TensorSpec tensor_from_bytes(std::string name, DType dtype, std::vector<int64_t> shape,
-                             std::vector<std::byte> bytes);
+TensorSpec tensor_from_bytes(std::string name, DType dtype, std::vector<int64_t> shape, std::vector<std::byte> bytes);
 
 }  // namespace specula

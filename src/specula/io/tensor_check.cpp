@@ -16,8 +16,10 @@ NonFiniteCount count_bits(const std::byte* data, int64_t n, Bits exponent_mask, 
     Bits v;
     std::memcpy(&v, data + i * static_cast<int64_t>(sizeof(Bits)), sizeof(Bits));
     if ((v & exponent_mask) != exponent_mask) continue;
-    if (v & mantissa_mask) ++c.nan;
-    else ++c.inf;
+    if (v & mantissa_mask)
+      ++c.nan;
+    else
+      ++c.inf;
     if (c.first_index < 0) c.first_index = i;
   }
   return c;

@@ -15,8 +15,8 @@ namespace specula {
 
 struct NonFiniteCount {
   int64_t nan = 0;
-  int64_t inf = 0;          // +inf and -inf
-  int64_t first_index = -1; // flat index of the first non-finite element, -1 if none
+  int64_t inf = 0;           // +inf and -inf
+  int64_t first_index = -1;  // flat index of the first non-finite element, -1 if none
   bool any() const { return nan > 0 || inf > 0; }
 };
 
@@ -31,7 +31,7 @@ struct NonFiniteTensor {
 };
 
 struct TensorValueCheck {
-  size_t tensors_checked = 0;   // float tensors read
+  size_t tensors_checked = 0;  // float tensors read
   uint64_t bytes_checked = 0;
   std::vector<NonFiniteTensor> non_finite;  // in name order
   bool clean() const { return non_finite.empty(); }

@@ -21,7 +21,8 @@ constexpr float kGeluCubic = 0.044715f;
   // |x| < 0.25: the odd Taylor series to x^11 (the next term is below 2^-24 relative there).
   const float x2 = x * x;
   const float small =
-      x + x * x2 * (-1.0f / 3 + x2 * (2.0f / 15 + x2 * (-17.0f / 315 + x2 * (62.0f / 2835 + x2 * (-1382.0f / 155925)))));
+      x +
+      x * x2 * (-1.0f / 3 + x2 * (2.0f / 15 + x2 * (-17.0f / 315 + x2 * (62.0f / 2835 + x2 * (-1382.0f / 155925)))));
   // Otherwise tanh(a) = m / (m + 2) with m = exp(2a) - 1 >= 0.64 (no cancellation worth a bit),
   // exp(y) = 2^k exp(r): k = nearest(y / ln 2) by the 1.5 * 2^23 rounding trick, r = y - k ln 2
   // in two parts (|r| <= ln 2 / 2), exp(r) by its Taylor series to r^8.
@@ -30,7 +31,10 @@ constexpr float kGeluCubic = 0.044715f;
   const float k = (y * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   const float r = (y - k * 0.693145751953125f) - k * 1.42860682030941723e-6f;
   const float p =
-      1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040 + r * (1.0f / 40320))))))));
+      1.0f +
+      r * (1.0f + r * (0.5f + r * (1.0f / 6 +
+                                   r * (1.0f / 24 + r * (1.0f / 120 +
+                                                         r * (1.0f / 720 + r * (1.0f / 5040 + r * (1.0f / 40320))))))));
   // A NaN input makes k NaN, whose conversion to int is undefined: convert 0 instead (r, hence p
   // and the result, stay NaN).
   const float k_finite = k == k ? k : 0.0f;

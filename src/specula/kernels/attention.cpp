@@ -45,8 +45,10 @@ void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, i
     hi = std::max(hi, tasks[i].first_key + tasks[i].n);
   }
   const int64_t span = hi - lo;
-  if (static_cast<int64_t>(scratch.scores.size()) < count * span) scratch.scores.resize(static_cast<size_t>(count * span));
-  if (static_cast<int64_t>(scratch.acc.size()) < count * (d + 1)) scratch.acc.resize(static_cast<size_t>(count * (d + 1)));
+  if (static_cast<int64_t>(scratch.scores.size()) < count * span)
+    scratch.scores.resize(static_cast<size_t>(count * span));
+  if (static_cast<int64_t>(scratch.acc.size()) < count * (d + 1))
+    scratch.acc.resize(static_cast<size_t>(count * (d + 1)));
   float* scores = scratch.scores.data();
   float* inv = scratch.acc.data() + count * d;  // one 1 / softmax sum per task
 #if defined(SPECULA_X86)
@@ -80,8 +82,7 @@ void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, i
 #endif
   } else {
     for (int64_t i = 0; i < count; ++i)
-      weighted_v_portable(tasks[i], kv, kvh, scores + i * span + (tasks[i].first_key - lo), inv[i],
-                          scratch.acc.data());
+      weighted_v_portable(tasks[i], kv, kvh, scores + i * span + (tasks[i].first_key - lo), inv[i], scratch.acc.data());
   }
 }
 

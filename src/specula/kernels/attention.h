@@ -22,7 +22,7 @@ struct KvStoreView {
   const float* const* k_blocks = nullptr;
   const float* const* v_blocks = nullptr;
   int64_t block_rows = 0;
-  int64_t wrap = 0;        // ring capacity; 0 = linear storage
+  int64_t wrap = 0;  // ring capacity; 0 = linear storage
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
 
@@ -38,9 +38,9 @@ struct KvStoreView {
 };
 
 struct AttentionParams {
-  int64_t heads = 0;          // query heads; a multiple of kv.kv_heads
+  int64_t heads = 0;  // query heads; a multiple of kv.kv_heads
   float scale = 1.0f;
-  int64_t window = 0;         // sliding window W (0 = full causal attention)
+  int64_t window = 0;  // sliding window W (0 = full causal attention)
 };
 
 // q: rows x [heads][head_dim] (row stride ld_q); out: rows x [heads][head_dim] (row stride ld_out).

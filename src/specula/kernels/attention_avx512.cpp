@@ -17,11 +17,11 @@ namespace specula::detail {
 namespace {
 
 constexpr int64_t kLanes = 16;
-constexpr int kKeysAtOnce = 8;    // independent dot-product chains per query head
-constexpr int kHeadsAtOnce = 4;   // V accumulators of this many tasks ...
-constexpr int kVecsAtOnce = 4;    // ... times this many vectors (64 dims) held in registers
+constexpr int kKeysAtOnce = 8;         // independent dot-product chains per query head
+constexpr int kHeadsAtOnce = 4;        // V accumulators of this many tasks ...
+constexpr int kVecsAtOnce = 4;         // ... times this many vectors (64 dims) held in registers
 constexpr int64_t kPrefetchKeys = 16;  // how far ahead K and V rows are fetched
-constexpr int64_t kKeyBlock = 32;  // V rows summed while in L1 (32 rows of <= 2 KiB per head)
+constexpr int64_t kKeyBlock = 32;      // V rows summed while in L1 (32 rows of <= 2 KiB per head)
 
 // No standard-library or header inline functions here (std::min, KvStoreView::k_row): a copy
 // compiled with AVX-512 could be the one the linker keeps for baseline callers.
@@ -147,7 +147,8 @@ void weighted_v_block(const float* const* rows, int keys, int64_t u0, const floa
     for (int i = 0; i < HEADS; ++i) {
       const __mmask16 in = u >= begin[i] && u < end[i] ? __mmask16(0xFFFF) : __mmask16(0);
       const __m512 wi = _mm512_set1_ps(w[i * span + u]);
-      for (int v = 0; v < kVecsAtOnce; ++v) a[i][v] = _mm512_mask_add_ps(a[i][v], in, a[i][v], _mm512_mul_ps(wi, vv[v]));
+      for (int v = 0; v < kVecsAtOnce; ++v)
+        a[i][v] = _mm512_mask_add_ps(a[i][v], in, a[i][v], _mm512_mul_ps(wi, vv[v]));
     }
   }
   for (int i = 0; i < HEADS; ++i)

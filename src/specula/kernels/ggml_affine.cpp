@@ -57,8 +57,12 @@ void k_block(uint16_t d16, uint16_t dmin16, const uint8_t scales_k[12], const ui
 
 int ggml_affine_bits(GgmlType t) {
   switch (t) {
-    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q4_K: return 4;
-    case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q5_K: return 5;
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q4_K: return 4;
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q5_K: return 5;
     case GgmlType::Q8_0: return 8;
     default: return 0;
   }

@@ -318,8 +318,7 @@ void q_q6_k(const float* x, std::byte* dst, int64_t nb) {
 }
 
 void check_n(GgmlType t, int64_t n, const char* what) {
-  if (!ggml_dequant_supported(t))
-    fail("{} {} is not supported (supported: {})", what, ggml_type_name(t), kSupported);
+  if (!ggml_dequant_supported(t)) fail("{} {} is not supported (supported: {})", what, ggml_type_name(t), kSupported);
   if (n < 0 || n % ggml_block_size(t) != 0)
     fail("{} {}: {} elements is not a multiple of the block size {}", what, ggml_type_name(t), n, ggml_block_size(t));
 }
@@ -350,12 +349,18 @@ void set_scale_min_k4(int j, uint8_t scale, uint8_t min, uint8_t* q) {
 
 bool ggml_dequant_supported(GgmlType t) {
   switch (t) {
-    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q4_0: case GgmlType::Q4_1:
-    case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0: case GgmlType::Q4_K: case GgmlType::Q5_K:
-    case GgmlType::Q6_K:
-      return true;
-    default:
-      return false;
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K: return true;
+    default: return false;
   }
 }
 

@@ -31,8 +31,8 @@ CpuFeatures probe() {
   const bool avx = c & (1u << 28);
   if (!osxsave || !avx) return f;
   const uint64_t xcr0 = read_xcr0();
-  const bool ymm_saved = (xcr0 & 0x6) == 0x6;            // SSE + AVX state
-  const bool zmm_saved = (xcr0 & 0xe6) == 0xe6;          // + opmask, ZMM0-15 high, ZMM16-31
+  const bool ymm_saved = (xcr0 & 0x6) == 0x6;    // SSE + AVX state
+  const bool zmm_saved = (xcr0 & 0xe6) == 0xe6;  // + opmask, ZMM0-15 high, ZMM16-31
   if (!ymm_saved) return f;
   const bool fma = c & (1u << 12);
   const bool f16c = c & (1u << 29);

@@ -9,9 +9,9 @@ namespace specula {
 
 enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
 
-Isa detected_isa();              // the best set this CPU supports (ignores overrides)
-Isa active_isa();                // what kernels use now
-void set_active_isa(Isa isa);    // for tests/benchmarks; clamps to detected_isa()
+Isa detected_isa();                  // the best set this CPU supports (ignores overrides)
+Isa active_isa();                    // what kernels use now
+void set_active_isa(Isa isa);        // for tests/benchmarks; clamps to detected_isa()
 std::string_view isa_name(Isa isa);  // "scalar", "avx2", "avx512"
 bool parse_isa(std::string_view name, Isa* out);
 

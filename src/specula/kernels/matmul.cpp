@@ -15,8 +15,8 @@ namespace detail {
 
 // Scalar kernel: one dequantized W row (read once) serves every X row; per element the same
 // k-ascending f32 sum as the reference, so it is bitwise equal to it.
-void matmul_scalar(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y,
-                   int64_t ldy, ThreadPool& pool) {
+void matmul_scalar(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
+                   ThreadPool& pool) {
   const int64_t k = w.cols;
   pool.parallel_for(w.rows, kMatmulGrain, [&](int, int64_t n0, int64_t n1) {
     thread_local std::vector<float> row;
@@ -82,8 +82,8 @@ FastKernel fast_kernel(const WeightMatrix& w) {
 // once per call, then the W rows (affine: packed blocks of 16) split over the threads as in the
 // exact kernels. An affine matrix without a packed copy is packed here per call: the same bytes as
 // a pre-packed one, only slower (models pack theirs once at load; see kernels/packed_affine.h).
-void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
-                 ThreadPool& pool, bool int8, FastKernel kernel) {
+void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy, ThreadPool& pool,
+                 bool int8, FastKernel kernel) {
   // Scratch lives in the calling thread and is reused across calls (decode issues many).
   thread_local std::vector<int16_t> xq;
   thread_local std::vector<int8_t> xq8;
@@ -178,8 +178,8 @@ std::string fast_kernels_summary(Precision precision) {
   return s + name(WeightFormat::BF16, 0) + " for bf16";
 }
 
-void matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
-            ThreadPool& pool, Precision precision) {
+void matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy, ThreadPool& pool,
+            Precision precision) {
   validate(m, ldx, w, ldy);
   if (m == 0 || w.rows == 0) return;
   if (w.cols == 0) {

@@ -35,8 +35,8 @@ inline bool is_low_precision(Precision p) { return p != Precision::Exact; }
 
 // ldx / ldy: row strides in elements (>= K / >= N). `precision` = Fast or Int8 uses the fast
 // kernels where fast_matmul_supported(w), and the exact ones otherwise.
-void matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
-            ThreadPool& pool, Precision precision = Precision::Exact);
+void matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy, ThreadPool& pool,
+            Precision precision = Precision::Exact);
 
 inline void matmul(const float* x, int64_t m, const WeightMatrix& w, float* y, ThreadPool& pool,
                    Precision precision = Precision::Exact) {

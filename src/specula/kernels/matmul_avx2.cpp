@@ -58,16 +58,14 @@ inline __m256 unpack8(const uint8_t* p) {
   uint64_t raw = 0;
   std::memcpy(&raw, p, BITS);  // exactly the BITS bytes of the 8 codes
   const __m256i all = _mm256_broadcastsi128_si256(_mm_cvtsi64_si128(static_cast<long long>(raw)));
-  const __m256i sel = _mm256_shuffle_epi8(
-      all, _mm256_load_si256(reinterpret_cast<const __m256i*>(Unpack<BITS>::tables.shuffle)));
-  const __m256i v = _mm256_srlv_epi32(
-      sel, _mm256_load_si256(reinterpret_cast<const __m256i*>(Unpack<BITS>::tables.shift)));
+  const __m256i sel =
+      _mm256_shuffle_epi8(all, _mm256_load_si256(reinterpret_cast<const __m256i*>(Unpack<BITS>::tables.shuffle)));
+  const __m256i v =
+      _mm256_srlv_epi32(sel, _mm256_load_si256(reinterpret_cast<const __m256i*>(Unpack<BITS>::tables.shift)));
   return _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32((1 << BITS) - 1)));
 }
 
-inline __m128i load8_bytes(const uint8_t* p) {
-  return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-}
+inline __m128i load8_bytes(const uint8_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
 
 template <int BITS, int R>
 inline void group_dot(const uint8_t* wg, int gs, const float* x, int64_t ldx, __m256* gacc) {
@@ -107,9 +105,8 @@ inline void widen_row(const uint8_t* src, DType t, int64_t count, float* dst) {
   int64_t i = 0;
   for (; i + 8 <= count; i += 8) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i));
-    const __m256 f = t == DType::BF16
-                         ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16))
-                         : _mm256_cvtph_ps(v);
+    const __m256 f =
+        t == DType::BF16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16)) : _mm256_cvtph_ps(v);
     _mm256_storeu_ps(dst + i, f);
   }
   for (; i < count; ++i) {
@@ -123,9 +120,8 @@ inline void widen_row(const uint8_t* src, DType t, int64_t count, float* dst) {
 }
 
 template <int BITS, int R>
-void affine_row(const uint8_t* wrow, const float* s, const float* b, int64_t groups, int gs,
-                int64_t groups_padded, const float* x, int64_t ldx, const float* xsum, float* out,
-                int64_t ldo) {
+void affine_row(const uint8_t* wrow, const float* s, const float* b, int64_t groups, int gs, int64_t groups_padded,
+                const float* x, int64_t ldx, const float* xsum, float* out, int64_t ldo) {
   __m256 acc[R], gacc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   const int64_t group_bytes = gs * BITS / 8;
@@ -144,8 +140,8 @@ void affine_row(const uint8_t* wrow, const float* s, const float* b, int64_t gro
   }
 }
 
-using AffineRowFn = void (*)(const uint8_t*, const float*, const float*, int64_t, int, int64_t,
-                             const float*, int64_t, const float*, float*, int64_t);
+using AffineRowFn = void (*)(const uint8_t*, const float*, const float*, int64_t, int, int64_t, const float*, int64_t,
+                             const float*, float*, int64_t);
 
 template <int BITS>
 void prepare_affine(MatmulJob& job) {
@@ -209,8 +205,8 @@ void affine_rows(const MatmulJob& job, int worker, int64_t n0, int64_t n1) {
       for (int64_t n = t0; n < t1; ++n) {
         widen_row(scales + n * sb_row_bytes, w.scale_dtype, groups, s);
         widen_row(biases + n * sb_row_bytes, w.scale_dtype, groups, b);
-        kernel(wdata + n * row_bytes, s, b, groups, gs, gp, job.xk + m0 * job.ldxk, job.ldxk,
-               xsum + m0 * gp, y + m0 * ldy + n, ldy);
+        kernel(wdata + n * row_bytes, s, b, groups, gs, gp, job.xk + m0 * job.ldxk, job.ldxk, xsum + m0 * gp,
+               y + m0 * ldy + n, ldy);
       }
     }
   }
@@ -264,9 +260,9 @@ void dense_rows(const MatmulJob& job, int, int64_t n0, int64_t n1) {
   const float* x = job.x;
   const int64_t m = job.m, ldx = job.ldx, ldy = job.ldy;
   float* y = job.y;
-  static constexpr DenseRowFn kernels[kMatmulRowBlock] = {
-      dense_row<F, 1>, dense_row<F, 2>, dense_row<F, 3>, dense_row<F, 4>,
-      dense_row<F, 5>, dense_row<F, 6>, dense_row<F, 7>, dense_row<F, 8>};
+  static constexpr DenseRowFn kernels[kMatmulRowBlock] = {dense_row<F, 1>, dense_row<F, 2>, dense_row<F, 3>,
+                                                          dense_row<F, 4>, dense_row<F, 5>, dense_row<F, 6>,
+                                                          dense_row<F, 7>, dense_row<F, 8>};
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   const int64_t row_bytes = w.row_bytes();
   for (int64_t t0 = n0; t0 < n1; t0 += kMatmulGrain) {

@@ -126,9 +126,8 @@ inline void widen_row(const uint8_t* src, DType t, int64_t count, float* dst) {
 
 // One W row against R X rows: out[r * ldo] = y[r][n].
 template <int BITS, int GS, int R>
-void affine_row(const uint8_t* wrow, const float* s, const float* b, int64_t groups,
-                int64_t groups_padded, const float* x, int64_t ldx, const float* xsum, float* out,
-                int64_t ldo) {
+void affine_row(const uint8_t* wrow, const float* s, const float* b, int64_t groups, int64_t groups_padded,
+                const float* x, int64_t ldx, const float* xsum, float* out, int64_t ldo) {
   __m512 acc[R], even[R], odd[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   constexpr int64_t kGroupBytes = GS * BITS / 8;
@@ -148,15 +147,14 @@ void affine_row(const uint8_t* wrow, const float* s, const float* b, int64_t gro
   }
 }
 
-using AffineRowFn = void (*)(const uint8_t*, const float*, const float*, int64_t, int64_t,
-                             const float*, int64_t, const float*, float*, int64_t);
+using AffineRowFn = void (*)(const uint8_t*, const float*, const float*, int64_t, int64_t, const float*, int64_t,
+                             const float*, float*, int64_t);
 
 template <int BITS, int GS>
 struct AffineKernels {
   static constexpr AffineRowFn by_rows[kMatmulRowBlock] = {
-      affine_row<BITS, GS, 1>, affine_row<BITS, GS, 2>, affine_row<BITS, GS, 3>,
-      affine_row<BITS, GS, 4>, affine_row<BITS, GS, 5>, affine_row<BITS, GS, 6>,
-      affine_row<BITS, GS, 7>, affine_row<BITS, GS, 8>};
+      affine_row<BITS, GS, 1>, affine_row<BITS, GS, 2>, affine_row<BITS, GS, 3>, affine_row<BITS, GS, 4>,
+      affine_row<BITS, GS, 5>, affine_row<BITS, GS, 6>, affine_row<BITS, GS, 7>, affine_row<BITS, GS, 8>};
 };
 
 template <int BITS>
@@ -204,8 +202,8 @@ void affine_rows(const MatmulJob& job, int worker, int64_t n0, int64_t n1) {
   const int64_t gp = job.groups_padded;
   float* y = job.y;
 
-  const AffineRowFn* kernels = gs == 32    ? AffineKernels<BITS, 32>::by_rows
-                              : gs == 64  ? AffineKernels<BITS, 64>::by_rows
+  const AffineRowFn* kernels = gs == 32   ? AffineKernels<BITS, 32>::by_rows
+                               : gs == 64 ? AffineKernels<BITS, 64>::by_rows
                                           : AffineKernels<BITS, 128>::by_rows;
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   const auto* scales = static_cast<const uint8_t*>(w.scales);
@@ -222,8 +220,8 @@ void affine_rows(const MatmulJob& job, int worker, int64_t n0, int64_t n1) {
       for (int64_t n = t0; n < t1; ++n) {
         widen_row(scales + n * sb_row_bytes, w.scale_dtype, groups, s);
         widen_row(biases + n * sb_row_bytes, w.scale_dtype, groups, b);
-        kernel(wdata + n * row_bytes, s, b, groups, gp, job.xk + m0 * job.ldxk, job.ldxk,
-               xsum + m0 * gp, y + m0 * ldy + n, ldy);
+        kernel(wdata + n * row_bytes, s, b, groups, gp, job.xk + m0 * job.ldxk, job.ldxk, xsum + m0 * gp,
+               y + m0 * ldy + n, ldy);
       }
     }
   }
@@ -278,9 +276,9 @@ void dense_rows(const MatmulJob& job, int, int64_t n0, int64_t n1) {
   const float* x = job.x;
   const int64_t m = job.m, ldx = job.ldx, ldy = job.ldy;
   float* y = job.y;
-  static constexpr DenseRowFn kernels[kMatmulRowBlock] = {
-      dense_row<F, 1>, dense_row<F, 2>, dense_row<F, 3>, dense_row<F, 4>,
-      dense_row<F, 5>, dense_row<F, 6>, dense_row<F, 7>, dense_row<F, 8>};
+  static constexpr DenseRowFn kernels[kMatmulRowBlock] = {dense_row<F, 1>, dense_row<F, 2>, dense_row<F, 3>,
+                                                          dense_row<F, 4>, dense_row<F, 5>, dense_row<F, 6>,
+                                                          dense_row<F, 7>, dense_row<F, 8>};
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   const int64_t row_bytes = w.row_bytes();
   for (int64_t t0 = n0; t0 < n1; t0 += kMatmulGrain) {

@@ -240,7 +240,7 @@ struct AffineKernels {
 
 template <int BITS>
 const AffineBlockFn* affine_kernels(int gs) {
-  return gs == 32 ? AffineKernels<BITS, 32>::by_rows
+  return gs == 32   ? AffineKernels<BITS, 32>::by_rows
          : gs == 64 ? AffineKernels<BITS, 64>::by_rows
                     : AffineKernels<BITS, 128>::by_rows;
 }
@@ -329,7 +329,9 @@ struct AffineKernelsI8 {
 };
 
 const AffineBlockI8Fn* affine_kernels_i8(int gs) {
-  return gs == 32 ? AffineKernelsI8<32>::by_rows : gs == 64 ? AffineKernelsI8<64>::by_rows : AffineKernelsI8<128>::by_rows;
+  return gs == 32   ? AffineKernelsI8<32>::by_rows
+         : gs == 64 ? AffineKernelsI8<64>::by_rows
+                    : AffineKernelsI8<128>::by_rows;
 }
 
 }  // namespace

@@ -109,8 +109,7 @@ inline __m512i dpwssd_pair(__m512i acc, __m512i w, const int16_t* x) {
 inline __m512 load_group_params(const uint8_t* p, DType t) {
   if (t == DType::F32) return _mm512_loadu_ps(p);
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return t == DType::BF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
-                          : _mm512_cvtph_ps(h);
+  return t == DType::BF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
 }
 
 // One packed block (16 W rows) against R X rows: y[r * ldy + j] for the `valid` lanes j.
@@ -119,8 +118,8 @@ inline __m512 load_group_params(const uint8_t* p, DType t) {
 //   acc = fma(float(isum), scale * s_x, acc);  acc = fma(bias, sum(x), acc)
 // in group order: the same operations for every R, so every row's bytes are batch invariant.
 template <int BITS, int GS, int R>
-void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq, int64_t ldq,
-                  const float* xscale, const float* xsum, int64_t ldg, float* y, int64_t ldy, __mmask16 valid) {
+void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq, int64_t ldq, const float* xscale,
+                  const float* xsum, int64_t ldg, float* y, int64_t ldy, __mmask16 valid) {
   constexpr int kChunks = BITS == 4 ? GS / 4 : GS / 2;  // 32-byte chunks per group
   constexpr int kChains = R <= 2 ? 4 : 2;
   constexpr int kStep = BITS == 4 ? kChains / 2 : kChains;  // chunks per inner iteration
@@ -150,7 +149,8 @@ void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq,
         _mm_prefetch(reinterpret_cast<const char*>(p + c * 32 + kAffinePrefetchBytes), _MM_HINT_T0);
 #pragma GCC unroll 4
       for (int u = 0; u < kStep; ++u) {
-        const __m512i raw = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + (c + u) * 32)));
+        const __m512i raw =
+            _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + (c + u) * 32)));
         if constexpr (BITS == 4) {
           const __m512i lo = _mm512_and_si512(raw, low_nibbles);  // inputs k, k+1
           const __m512i hi = _mm512_srli_epi16(raw, 4);           // inputs k+2, k+3
@@ -186,20 +186,19 @@ void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq,
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy, valid, acc[r]);
 }
 
-using AffineBlockFn = void (*)(const uint8_t*, int64_t, DType, const int16_t*, int64_t, const float*,
-                               const float*, int64_t, float*, int64_t, __mmask16);
+using AffineBlockFn = void (*)(const uint8_t*, int64_t, DType, const int16_t*, int64_t, const float*, const float*,
+                               int64_t, float*, int64_t, __mmask16);
 
 template <int BITS, int GS>
 struct AffineKernels {
   static constexpr AffineBlockFn by_rows[kMatmulRowBlock] = {
-      affine_block<BITS, GS, 1>, affine_block<BITS, GS, 2>, affine_block<BITS, GS, 3>,
-      affine_block<BITS, GS, 4>, affine_block<BITS, GS, 5>, affine_block<BITS, GS, 6>,
-      affine_block<BITS, GS, 7>, affine_block<BITS, GS, 8>};
+      affine_block<BITS, GS, 1>, affine_block<BITS, GS, 2>, affine_block<BITS, GS, 3>, affine_block<BITS, GS, 4>,
+      affine_block<BITS, GS, 5>, affine_block<BITS, GS, 6>, affine_block<BITS, GS, 7>, affine_block<BITS, GS, 8>};
 };
 
 template <int BITS>
 const AffineBlockFn* affine_kernels(int gs) {
-  return gs == 32 ? AffineKernels<BITS, 32>::by_rows
+  return gs == 32   ? AffineKernels<BITS, 32>::by_rows
          : gs == 64 ? AffineKernels<BITS, 64>::by_rows
                     : AffineKernels<BITS, 128>::by_rows;
 }
@@ -232,8 +231,8 @@ inline __m512i quad_codes(const uint8_t* p) {
 // As affine_block, with int8 activations: one `vpdpbusd` per 4 inputs and X row instead of two
 // `vpdpwssd`. The same per-group combination in the same order for every R.
 template <int BITS, int GS, int R>
-void affine_block_i8(const uint8_t* p, int64_t groups, DType sd, const int8_t* xq, int64_t ldq,
-                     const float* xscale, const float* xsum, int64_t ldg, float* y, int64_t ldy, __mmask16 valid) {
+void affine_block_i8(const uint8_t* p, int64_t groups, DType sd, const int8_t* xq, int64_t ldq, const float* xscale,
+                     const float* xsum, int64_t ldg, float* y, int64_t ldy, __mmask16 valid) {
   constexpr int kQuadBytes = BITS == 4 ? 32 : 64;  // packed bytes of 4 inputs x 16 W rows
   constexpr int kQuads = GS / 4;
   constexpr int kChains = R <= 2 ? 4 : 2;
@@ -284,8 +283,8 @@ void affine_block_i8(const uint8_t* p, int64_t groups, DType sd, const int8_t* x
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy, valid, acc[r]);
 }
 
-using AffineBlockI8Fn = void (*)(const uint8_t*, int64_t, DType, const int8_t*, int64_t, const float*,
-                                 const float*, int64_t, float*, int64_t, __mmask16);
+using AffineBlockI8Fn = void (*)(const uint8_t*, int64_t, DType, const int8_t*, int64_t, const float*, const float*,
+                                 int64_t, float*, int64_t, __mmask16);
 
 template <int BITS, int GS>
 struct AffineKernelsI8 {
@@ -297,7 +296,7 @@ struct AffineKernelsI8 {
 
 template <int BITS>
 const AffineBlockI8Fn* affine_kernels_i8(int gs) {
-  return gs == 32 ? AffineKernelsI8<BITS, 32>::by_rows
+  return gs == 32   ? AffineKernelsI8<BITS, 32>::by_rows
          : gs == 64 ? AffineKernelsI8<BITS, 64>::by_rows
                     : AffineKernelsI8<BITS, 128>::by_rows;
 }
@@ -352,7 +351,8 @@ void prepare_bf16_row(const FastJob& job, int64_t r) {
     const __m512bh hi = _mm512_cvtne2ps_pbh(x1, x0);
     // Widen hi back to f32 (bf16 -> f32 is a 16-bit shift) for the residual.
     const __m512i hi_bits = as_si(hi);
-    const __m512 h0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hi_bits)), 16));
+    const __m512 h0 =
+        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hi_bits)), 16));
     const __m512 h1 =
         _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hi_bits, 1)), 16));
     const __m512bh lo = _mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0));

@@ -24,18 +24,18 @@ struct MatmulJob {
   float* y = nullptr;
   int64_t ldy = 0;
   // Affine only: scratch filled by prepare().
-  int64_t groups = 0;          // groups per W row
-  int64_t groups_padded = 0;   // rounded up to 16, zero padded
-  float* x_perm = nullptr;     // [m, cols]: X reordered to the order codes come out of packed words
+  int64_t groups = 0;             // groups per W row
+  int64_t groups_padded = 0;      // rounded up to 16, zero padded
+  float* x_perm = nullptr;        // [m, cols]: X reordered to the order codes come out of packed words
   float* x_group_sums = nullptr;  // [m, groups_padded]: sum of X over each quantization group
   float* worker_rows = nullptr;   // [pool.size(), 2 * groups_padded]: one W row's scales, biases
-  const float* xk = nullptr;   // X as the kernels read it (x or x_perm)
+  const float* xk = nullptr;      // X as the kernels read it (x or x_perm)
   int64_t ldxk = 0;
 };
 
-// Fast precision (matmul_fast_avx512.cpp, matmul_fast_avx2.cpp): one call as its kernels see it. Scratch is allocated by
-// the dispatcher; prepare(job, r0, r1) fills it for X rows [r0, r1) (each row on its own, so any
-// split of the rows gives the same bytes); blocks()/rows() compute the outputs.
+// Fast precision (matmul_fast_avx512.cpp, matmul_fast_avx2.cpp): one call as its kernels see it. Scratch is allocated
+// by the dispatcher; prepare(job, r0, r1) fills it for X rows [r0, r1) (each row on its own, so any split of the rows
+// gives the same bytes); blocks()/rows() compute the outputs.
 struct FastJob {
   const float* x = nullptr;
   int64_t m = 0, ldx = 0;
@@ -44,16 +44,16 @@ struct FastJob {
   int64_t ldy = 0;
   // Affine 4/8-bit: W in the packed layout (kernels/packed_affine.h), X as int16 per group.
   const uint8_t* packed = nullptr;
-  int64_t group_bytes = 0;           // packed bytes of one group of one block
-  int64_t groups = 0;                // quantization groups per W row
-  int16_t* xq = nullptr;             // [m, cols]: activations, natural order
-  int8_t* xq8 = nullptr;             // [m, cols]: int8 activations instead (Precision::Int8)
-  bool xq_int8_levels = false;       // AVX2, Int8, 8-bit W: xq holds the int8 codes as int16
-  float* x_group_scales = nullptr;   // [m, groups]: x ~ scale * xq per group
-  float* x_group_sums = nullptr;     // [m, groups]: exact f32 sums of X per group
+  int64_t group_bytes = 0;          // packed bytes of one group of one block
+  int64_t groups = 0;               // quantization groups per W row
+  int16_t* xq = nullptr;            // [m, cols]: activations, natural order
+  int8_t* xq8 = nullptr;            // [m, cols]: int8 activations instead (Precision::Int8)
+  bool xq_int8_levels = false;      // AVX2, Int8, 8-bit W: xq holds the int8 codes as int16
+  float* x_group_scales = nullptr;  // [m, groups]: x ~ scale * xq per group
+  float* x_group_sums = nullptr;    // [m, groups]: exact f32 sums of X per group
   // BF16: X split into two bf16 terms, x ~ hi + lo (hi = bf16(x), lo = bf16(x - hi)).
-  uint16_t* xb = nullptr;            // [m, 2 * ldb]: per row ldb hi values, then ldb lo values
-  int64_t ldb = 0;                   // K rounded up to 32 (zero padded)
+  uint16_t* xb = nullptr;  // [m, 2 * ldb]: per row ldb hi values, then ldb lo values
+  int64_t ldb = 0;         // K rounded up to 32 (zero padded)
 };
 
 // Activation quantization of the affine fast path: per row and quantization group,
@@ -72,8 +72,8 @@ inline constexpr int64_t kFastPrefillBytes = int64_t{512} << 10;
 // groups_per_row rounded up to a multiple of 16 (the widest vector of floats).
 inline int64_t padded_groups(const WeightMatrix& w) { return (w.groups_per_row() + 15) / 16 * 16; }
 
-void matmul_scalar(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y,
-                   int64_t ldy, ThreadPool& pool);
+void matmul_scalar(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
+                   ThreadPool& pool);
 #if defined(SPECULA_X86)
 // prepare(): per-call work on X (group sums, permutation); rows(): W rows [n0, n1) for all X rows.
 void matmul_avx2_prepare(MatmulJob& job);

@@ -68,9 +68,7 @@ int64_t packed_group_bytes(const WeightMatrix& w) {
   return chunks_per_group(w) * 32 + 2 * kPackedRows * static_cast<int64_t>(dtype_size(w.scale_dtype));
 }
 
-int64_t packed_bytes(const WeightMatrix& w) {
-  return block_count(w) * w.groups_per_row() * packed_group_bytes(w);
-}
+int64_t packed_bytes(const WeightMatrix& w) { return block_count(w) * w.groups_per_row() * packed_group_bytes(w); }
 
 // Copies one scale or bias (2 or 4 bytes) without a call per value.
 inline void copy_param(uint8_t* dst, const uint8_t* src, int64_t size) {
@@ -86,7 +84,8 @@ inline void copy_param(uint8_t* dst, const uint8_t* src, int64_t size) {
 }
 
 void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t block_end, uint8_t* out) {
-  if (!packable(w)) fail("pack_affine: the matrix [{}, {}] is not affine 4/8-bit with group size 32/64/128", w.rows, w.cols);
+  if (!packable(w))
+    fail("pack_affine: the matrix [{}, {}] is not affine 4/8-bit with group size 32/64/128", w.rows, w.cols);
   const int64_t groups = w.groups_per_row();
   const int64_t group_bytes = packed_group_bytes(w);
   const int64_t code_bytes = chunks_per_group(w) * 32;
@@ -134,8 +133,10 @@ PackedBuffer::PackedBuffer(size_t bytes) {
   void* p = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     mapped_ = 0;
-    fail("cannot allocate {} MiB for the fast-precision weight layout (use --precision exact to run "
-         "from the checkpoint's own layout)", bytes >> 20);
+    fail(
+        "cannot allocate {} MiB for the fast-precision weight layout (use --precision exact to run "
+        "from the checkpoint's own layout)",
+        bytes >> 20);
   }
   base_ = static_cast<uint8_t*>(p);
   const auto addr = reinterpret_cast<uintptr_t>(p);

@@ -38,8 +38,8 @@ void pack_affine_full_blocks_avx2(const WeightMatrix& w, int64_t block_begin, in
   const auto* data = static_cast<const uint8_t*>(w.data);
   const auto* scales = static_cast<const uint8_t*>(w.scales);
   const auto* biases = static_cast<const uint8_t*>(w.biases);
-  const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                          _mm256_set1_epi32(static_cast<int>(row_bytes)));
+  const __m256i rows =
+      _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(row_bytes)));
   const __m256i low_words = _mm256_set1_epi32(0xFFFF);
   const int64_t block_src_bytes = kPackedRows * row_bytes;  // 16 whole rows: contiguous
   for (int64_t b = block_begin; b < block_end; ++b) {

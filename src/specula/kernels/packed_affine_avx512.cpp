@@ -32,7 +32,8 @@ void pack_affine_full_blocks_avx512(const WeightMatrix& w, int64_t block_begin, 
     // The gathers walk 16 rows at once, more streams than the hardware prefetcher follows: fetch
     // the next block while this one is packed.
     if (b + 1 < block_end) {
-      for (int64_t i = 0; i < block_src_bytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(block_src + block_src_bytes + i), _MM_HINT_T1);
+      for (int64_t i = 0; i < block_src_bytes; i += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(block_src + block_src_bytes + i), _MM_HINT_T1);
     }
     for (int64_t g = 0; g < groups; ++g) {
       uint8_t* dst = out + (b * groups + g) * group_bytes;

@@ -9,9 +9,7 @@
 
 namespace specula {
 
-bool is_supported_bits(int bits) {
-  return bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8;
-}
+bool is_supported_bits(int bits) { return bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8; }
 
 bool is_supported_group_size(int gs) { return gs == 32 || gs == 64 || gs == 128; }
 
@@ -22,8 +20,8 @@ void pack_codes(std::span<const uint8_t> codes, int bits, std::span<uint32_t> wo
     fail("pack_codes: {} codes of {} bits is not a whole number of 32-bit words", codes.size(), bits);
   }
   if (words.size() != total_bits / 32) {
-    fail("pack_codes: output has {} words, {} codes of {} bits need {}", words.size(), codes.size(),
-         bits, total_bits / 32);
+    fail("pack_codes: output has {} words, {} codes of {} bits need {}", words.size(), codes.size(), bits,
+         total_bits / 32);
   }
   const uint32_t limit = 1u << bits;
   std::fill(words.begin(), words.end(), 0u);
@@ -56,8 +54,8 @@ uint32_t unpack_code(const uint32_t* words, int bits, int64_t j) {
   return static_cast<uint32_t>(v & ((1u << bits) - 1u));
 }
 
-void quantize_row_affine(std::span<const float> row, int bits, int group_size,
-                         std::span<uint32_t> words, std::span<float> scales, std::span<float> biases) {
+void quantize_row_affine(std::span<const float> row, int bits, int group_size, std::span<uint32_t> words,
+                         std::span<float> scales, std::span<float> biases) {
   if (!is_supported_bits(bits)) fail("quantize_row_affine: {} bits not supported (2,3,4,5,6,8)", bits);
   if (!is_supported_group_size(group_size)) {
     fail("quantize_row_affine: group size {} not supported (32, 64, 128)", group_size);
@@ -128,9 +126,7 @@ void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {
   if (row < 0 || row >= w.rows) fail("dequantize_row: row {} is outside the matrix's {} rows", row, w.rows);
   const int64_t k = w.cols;
   switch (w.format) {
-    case WeightFormat::F32:
-      std::memcpy(out, static_cast<const float*>(w.data) + row * k, k * sizeof(float));
-      return;
+    case WeightFormat::F32: std::memcpy(out, static_cast<const float*>(w.data) + row * k, k * sizeof(float)); return;
     case WeightFormat::BF16: {
       const uint16_t* p = static_cast<const uint16_t*>(w.data) + row * k;
       for (int64_t j = 0; j < k; ++j) out[j] = bf16_to_f32(p[j]);
@@ -144,11 +140,9 @@ void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {
     case WeightFormat::Affine: break;
   }
   if (!is_supported_bits(w.bits) || !is_supported_group_size(w.group_size) || k % w.group_size != 0) {
-    fail("dequantize_row: unsupported affine layout (bits {}, group size {}, width {})", w.bits,
-         w.group_size, k);
+    fail("dequantize_row: unsupported affine layout (bits {}, group size {}, width {})", w.bits, w.group_size, k);
   }
-  const uint32_t* words = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.data) +
-                                                            row * w.row_bytes());
+  const uint32_t* words = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.data) + row * w.row_bytes());
   const int64_t groups = w.groups_per_row();
   for (int64_t g = 0; g < groups; ++g) {
     const float s = widen(w.scales, w.scale_dtype, row * groups + g);

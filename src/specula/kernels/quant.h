@@ -8,8 +8,8 @@
 
 namespace specula {
 
-bool is_supported_bits(int bits);         // 2, 3, 4, 5, 6, 8
-bool is_supported_group_size(int gs);     // 32, 64, 128
+bool is_supported_bits(int bits);      // 2, 3, 4, 5, 6, 8
+bool is_supported_group_size(int gs);  // 32, 64, 128
 
 // Packs codes (each < 2^bits) of one row into ceil(n*bits/32) words (n*bits must be a multiple of 32).
 void pack_codes(std::span<const uint8_t> codes, int bits, std::span<uint32_t> words);
@@ -18,8 +18,8 @@ uint32_t unpack_code(const uint32_t* words, int bits, int64_t j);
 
 // Quantizes one f32 row with MLX's affine rule (its fallback op: true group min/max),
 // writing packed words and f32 scale/bias per group. Used by synth and tests.
-void quantize_row_affine(std::span<const float> row, int bits, int group_size,
-                         std::span<uint32_t> words, std::span<float> scales, std::span<float> biases);
+void quantize_row_affine(std::span<const float> row, int bits, int group_size, std::span<uint32_t> words,
+                         std::span<float> scales, std::span<float> biases);
 
 // Dequantizes (or widens) row `row` of W into out[0..cols): the embedding-row gather.
 void dequantize_row(const WeightMatrix& w, int64_t row, float* out);

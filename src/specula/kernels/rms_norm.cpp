@@ -4,8 +4,8 @@
 
 namespace specula {
 
-void rms_norm(const float* x, int64_t rows, int64_t dim, int64_t ld_x, const float* weight, float eps,
-              float* y, int64_t ld_y) {
+void rms_norm(const float* x, int64_t rows, int64_t dim, int64_t ld_x, const float* weight, float eps, float* y,
+              int64_t ld_y) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * ld_x;
     float* yr = y + r * ld_y;

@@ -9,8 +9,8 @@ namespace specula {
 
 // Normalizes `rows` rows of `dim` floats. Row r is read from x + r*ld_x and written to
 // y + r*ld_y; x == y (in place) is allowed. `weight` has `dim` entries or is null.
-void rms_norm(const float* x, int64_t rows, int64_t dim, int64_t ld_x, const float* weight, float eps,
-              float* y, int64_t ld_y);
+void rms_norm(const float* x, int64_t rows, int64_t dim, int64_t ld_x, const float* weight, float eps, float* y,
+              int64_t ld_y);
 
 // Contiguous rows, in place.
 inline void rms_norm_inplace(float* x, int64_t rows, int64_t dim, const float* weight, float eps) {

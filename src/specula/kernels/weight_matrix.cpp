@@ -32,8 +32,7 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 void check_bytes(const TensorView& t, const std::string& module, const char* role, uint64_t expected) {
   if (t.data == nullptr) fail("module '{}': tensor '{}' ({}) has no data", module, t.name, role);
   if (t.nbytes != expected) {
-    fail("module '{}': tensor '{}' ({}) holds {} bytes, expected {}", module, t.name, role, t.nbytes,
-         expected);
+    fail("module '{}': tensor '{}' ({}) holds {} bytes, expected {}", module, t.name, role, t.nbytes, expected);
   }
 }
 
@@ -63,8 +62,7 @@ WeightMatrix WeightMatrix::row_slice(int64_t begin, int64_t count) const {
 uint64_t WeightMatrix::bytes() const {
   uint64_t total = static_cast<uint64_t>(rows) * static_cast<uint64_t>(row_bytes());
   if (format == WeightFormat::Affine) {
-    total += 2ull * static_cast<uint64_t>(rows) * static_cast<uint64_t>(groups_per_row()) *
-             dtype_size(scale_dtype);
+    total += 2ull * static_cast<uint64_t>(rows) * static_cast<uint64_t>(groups_per_row()) * dtype_size(scale_dtype);
   }
   return total;
 }
@@ -77,17 +75,14 @@ WeightMatrix weight_matrix(const ModuleRef& module, int64_t expert) {
   if (shape.size() == 3) {
     experts = shape[0];
     if (expert < 0 || expert >= experts) {
-      fail("module '{}' {}: expert index {} is outside [0, {})", name, shape_string(shape), expert,
-           experts);
+      fail("module '{}' {}: expert index {} is outside [0, {})", name, shape_string(shape), expert, experts);
     }
   } else if (shape.size() == 2) {
     if (expert != -1) {
-      fail("module '{}' {} is not an expert stack but expert {} was requested", name,
-           shape_string(shape), expert);
+      fail("module '{}' {} is not an expert stack but expert {} was requested", name, shape_string(shape), expert);
     }
   } else {
-    fail("module '{}' has shape {}; expected [out, in] or [experts, out, in]", name,
-         shape_string(shape));
+    fail("module '{}' has shape {}; expected [out, in] or [experts, out, in]", name, shape_string(shape));
   }
   const int64_t rows = shape[shape.size() - 2];
   const int64_t cols = shape[shape.size() - 1];
@@ -104,8 +99,8 @@ WeightMatrix weight_matrix(const ModuleRef& module, int64_t expert) {
       case DType::BF16: w.format = WeightFormat::BF16; break;
       case DType::F16: w.format = WeightFormat::F16; break;
       default:
-        fail("module '{}': tensor '{}' has dtype {}; dense weights must be BF16, F16 or F32", name,
-             module.weight->name, dtype_name(module.weight->dtype));
+        fail("module '{}': tensor '{}' has dtype {}; dense weights must be BF16, F16 or F32", name, module.weight->name,
+             dtype_name(module.weight->dtype));
     }
     const uint64_t matrix_bytes = static_cast<uint64_t>(w.bytes());
     check_bytes(*module.weight, name, "weight", matrix_bytes * stack);
@@ -120,8 +115,8 @@ WeightMatrix weight_matrix(const ModuleRef& module, int64_t expert) {
     fail("module '{}': group size {} not supported (32, 64, 128)", name, q.group_size);
   }
   if (cols % q.group_size != 0 || (cols * q.bits) % 32 != 0) {
-    fail("module '{}': input width {} is not a multiple of group size {} and of 32/{} words", name,
-         cols, q.group_size, q.bits);
+    fail("module '{}': input width {} is not a multiple of group size {} and of 32/{} words", name, cols, q.group_size,
+         q.bits);
   }
   if (module.scales == nullptr || module.biases == nullptr) {
     fail("module '{}' is quantized but lacks scales or biases", name);
@@ -144,8 +139,7 @@ WeightMatrix weight_matrix(const ModuleRef& module, int64_t expert) {
   w.group_size = q.group_size;
   w.scale_dtype = sd;
   const uint64_t data_bytes = static_cast<uint64_t>(rows) * static_cast<uint64_t>(w.row_bytes());
-  const uint64_t sb_bytes =
-      static_cast<uint64_t>(rows) * static_cast<uint64_t>(w.groups_per_row()) * dtype_size(sd);
+  const uint64_t sb_bytes = static_cast<uint64_t>(rows) * static_cast<uint64_t>(w.groups_per_row()) * dtype_size(sd);
   check_bytes(*module.weight, name, "weight", data_bytes * stack);
   check_bytes(*module.scales, name, "scales", sb_bytes * stack);
   check_bytes(*module.biases, name, "biases", sb_bytes * stack);

@@ -12,8 +12,8 @@ enum class WeightFormat { F32, BF16, F16, Affine };
 
 struct WeightMatrix {
   WeightFormat format = WeightFormat::F32;
-  int64_t rows = 0;  // N
-  int64_t cols = 0;  // K
+  int64_t rows = 0;            // N
+  int64_t cols = 0;            // K
   const void* data = nullptr;  // dense: [N, K] elements; affine: packed uint32 [N, K*bits/32]
   // Affine only (docs/gemma4.md §4): w[n][k] = q * scale[n][k/gs] + bias[n][k/gs].
   int bits = 0;
@@ -25,7 +25,7 @@ struct WeightMatrix {
   // (kernels/packed_affine.h), owned by whoever packed it. Without it, fast matmuls pack per call.
   const uint8_t* packed = nullptr;
 
-  int64_t row_bytes() const;        // bytes of one row of `data`
+  int64_t row_bytes() const;  // bytes of one row of `data`
   int64_t groups_per_row() const { return format == WeightFormat::Affine ? cols / group_size : 0; }
   // Rows [begin, begin+count) as their own matrix (no copy; drops `packed`).
   WeightMatrix row_slice(int64_t begin, int64_t count) const;

@@ -123,8 +123,7 @@ std::unique_ptr<Drafter> Drafter::load(const std::string& dir, const TargetModel
 
 Drafter::~Drafter() = default;
 
-Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetModel& target,
-                 DrafterConvention convention)
+Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetModel& target, DrafterConvention convention)
     : checkpoint_(std::move(checkpoint)), target_(target), convention_(convention), ws_(std::make_unique<Workspace>()) {
   const DrafterCheckpoint& ck = *checkpoint_;
   const DrafterConfig& cfg = ck.config;
@@ -157,7 +156,8 @@ Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetMode
 
   if (ck.centroid_head) {
     if (!ck.centroids || ck.token_ordering == nullptr)
-      fail("drafter {}: the centroid head needs masked_embedding.centroids and masked_embedding.token_ordering", ck.dir);
+      fail("drafter {}: the centroid head needs masked_embedding.centroids and masked_embedding.token_ordering",
+           ck.dir);
     centroids_ = weight_matrix(*ck.centroids);
     clusters_ = cfg.num_centroids;
     top_clusters_ = cfg.centroid_intermediate_top_k;
@@ -199,8 +199,8 @@ Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetMode
     const std::string what = fmt::format("drafter layer {} ({})", i, layer_type_name(L.geometry.type));
     L.rope = make_rope_frequencies(L.geometry.rope.type, L.geometry.rope.theta, L.geometry.rope.partial_rotary_factor,
                                    L.geometry.rope.factor, D, what);
-    L.scale = convention == DrafterConvention::Ollama ? 1.0f
-                                                      : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+    L.scale =
+        convention == DrafterConvention::Ollama ? 1.0f : static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
     L.q_proj = weight_matrix(m.q_proj);
     L.o_proj = weight_matrix(m.o_proj);
     L.gate_proj = weight_matrix(m.gate_proj);
@@ -210,7 +210,8 @@ Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetMode
     L.q_norm = vector_of(m.q_norm, D, p + "self_attn.q_norm.weight");
     L.input_layernorm = vector_of(m.input_layernorm, hidden_, p + "input_layernorm.weight");
     L.post_attention_layernorm = vector_of(m.post_attention_layernorm, hidden_, p + "post_attention_layernorm.weight");
-    L.pre_feedforward_layernorm = vector_of(m.pre_feedforward_layernorm, hidden_, p + "pre_feedforward_layernorm.weight");
+    L.pre_feedforward_layernorm =
+        vector_of(m.pre_feedforward_layernorm, hidden_, p + "pre_feedforward_layernorm.weight");
     L.post_feedforward_layernorm =
         vector_of(m.post_feedforward_layernorm, hidden_, p + "post_feedforward_layernorm.weight");
     if (m.layer_scalar != nullptr) L.layer_scalar = vector_of(m.layer_scalar, 1, p + "layer_scalar")[0];
@@ -368,7 +369,8 @@ void Drafter::head(int64_t n, std::vector<DraftStep>& out, const Linear& linear)
   ensure(ws.centroid_scores, n * clusters_);
   linear(x, n, centroids_, ws.centroid_scores.data());
   for (int64_t r = 0; r < n; ++r)
-    centroid_candidates(x + r * hidden_, ws.centroid_scores.data() + r * clusters_, out[static_cast<size_t>(r)], linear);
+    centroid_candidates(x + r * hidden_, ws.centroid_scores.data() + r * clusters_, out[static_cast<size_t>(r)],
+                        linear);
 }
 
 // One row's candidates: the tokens of its best clusters, scored against their embedding rows.

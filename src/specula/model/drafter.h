@@ -43,9 +43,9 @@ struct DraftCandidate {
 
 // The outputs of one draft step.
 struct DraftStep {
-  int32_t token = 0;                    // greedy choice: best score, lowest id on ties
-  int64_t position = 0;                 // the query (RoPE) position used
-  std::vector<float> post_projection;   // [H_b]: the next step's hidden input
+  int32_t token = 0;                   // greedy choice: best score, lowest id on ties
+  int64_t position = 0;                // the query (RoPE) position used
+  std::vector<float> post_projection;  // [H_b]: the next step's hidden input
   // Every scored token (centroid head: the K*V/C candidates in cluster order; dense head: the
   // whole vocabulary in id order) with its score — the support of the drafter's q.
   std::vector<int32_t> candidate_ids;
@@ -57,10 +57,10 @@ struct DraftStep {
 
 // One sequence's draft step in a batched drafter call.
 struct DraftRow {
-  int32_t token = 0;                 // the token being extended
-  const float* hidden = nullptr;     // [H_b]: the backbone hidden input of this step
+  int32_t token = 0;              // the token being extended
+  const float* hidden = nullptr;  // [H_b]: the backbone hidden input of this step
   const TargetCache* cache = nullptr;
-  int64_t k = 0;                     // the step's index within its round
+  int64_t k = 0;  // the step's index within its round
 };
 
 struct Linear;  // model/layer_ops.h

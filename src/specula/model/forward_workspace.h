@@ -16,7 +16,7 @@ struct ForwardStep {
     TargetCache* cache = nullptr;
     int64_t first_row = 0;  // its rows are [first_row, first_row + rows) of the step
     int64_t rows = 0;
-    int64_t position = 0;   // context position of its first row (cache->offset() before the step)
+    int64_t position = 0;  // context position of its first row (cache->offset() before the step)
   };
   std::vector<int32_t> tokens;     // [rows]
   std::vector<int64_t> positions;  // [rows]: the context position of every row
@@ -38,17 +38,17 @@ struct ForwardStep {
 
 // Activations of every row of a step ([rows][width] each), grown by ensure() and reused.
 struct ForwardWorkspace {
-  std::vector<float> x;           // residual stream [n][H]
-  std::vector<float> normed;      // [n][H]
-  std::vector<float> q, k, v;     // projections
-  std::vector<float> qkv;         // [n][q | k | v] of a fused projection
-  std::vector<float> attn;        // [n][nH*D]
-  std::vector<float> branch;      // [n][H] block outputs
-  std::vector<float> branch2;     // [n][H]
-  std::vector<float> gate, up;    // MLP intermediates
-  std::vector<float> ple;         // per-layer inputs [n][NL*W]
-  std::vector<float> ple_tok;     // [n][NL*W]
-  std::vector<int32_t> ple_ids;   // [n]
+  std::vector<float> x;                         // residual stream [n][H]
+  std::vector<float> normed;                    // [n][H]
+  std::vector<float> q, k, v;                   // projections
+  std::vector<float> qkv;                       // [n][q | k | v] of a fused projection
+  std::vector<float> attn;                      // [n][nH*D]
+  std::vector<float> branch;                    // [n][H] block outputs
+  std::vector<float> branch2;                   // [n][H]
+  std::vector<float> gate, up;                  // MLP intermediates
+  std::vector<float> ple;                       // per-layer inputs [n][NL*W]
+  std::vector<float> ple_tok;                   // [n][NL*W]
+  std::vector<int32_t> ple_ids;                 // [n]
   std::vector<float> rope_cos[2], rope_sin[2];  // per layer type [n][pairs]
   bool rope_ready[2] = {false, false};
   // MoE
@@ -57,7 +57,7 @@ struct ForwardWorkspace {
   std::vector<int64_t> expert_rows;
   // Outputs: final-norm rows, the LM head's input rows, logits of a step of several sequences.
   std::vector<float> hidden, head_in, logits;
-  ForwardStep step;         // forward()'s chunk, reused
+  ForwardStep step;  // forward()'s chunk, reused
 };
 
 }  // namespace specula

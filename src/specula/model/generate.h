@@ -21,7 +21,7 @@ struct GenerateStats {
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
   double prefill_ms = 0.0;
-  double decode_ms = 0.0;     // every forward after the prefill
+  double decode_ms = 0.0;  // every forward after the prefill
   double prefill_tok_per_s() const { return prefill_ms > 0 ? prompt_tokens * 1000.0 / prefill_ms : 0.0; }
   // Tokens produced by decode forwards (the first token comes from the prefill).
   double decode_tok_per_s() const {
@@ -31,7 +31,7 @@ struct GenerateStats {
 
 struct GenerateResult {
   std::vector<int32_t> tokens;
-  std::string stop_reason;    // "eos", "max_tokens" or "context" (the context limit was reached)
+  std::string stop_reason;  // "eos", "max_tokens" or "context" (the context limit was reached)
   GenerateStats stats;
 };
 

@@ -76,9 +76,10 @@ class TensorConverter {
     }
     if (ggml_affine_bits(t.type) > 0 && t.dims.size() >= 2) return affine(t, *hf);
     if (ggml_dequant_supported(t.type)) return dequantized(t, *hf);
-    fail("{}: tensor {} is {}, which specula cannot load (it loads f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
-         "q4_K, q5_K and q6_K)",
-         f_.path(), t.name, ggml_type_name(t.type));
+    fail(
+        "{}: tensor {} is {}, which specula cannot load (it loads f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
+        "q4_K, q5_K and q6_K)",
+        f_.path(), t.name, ggml_type_name(t.type));
   }
 
   std::vector<PendingTensor>& tensors() { return out_; }
@@ -180,7 +181,8 @@ TensorStore store_in_memory(std::vector<PendingTensor>& tensors) {
     data = round_up(data, kAlign);
     offsets.push_back(data);
     const uint64_t n = t.bytes().size();
-    header[t.name] = {{"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}, {"data_offsets", {data, data + n}}};
+    header[t.name] = {
+        {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}, {"data_offsets", {data, data + n}}};
     data += n;
   }
   std::string text = header.dump();

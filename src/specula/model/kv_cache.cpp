@@ -38,9 +38,10 @@ void KvCache::reserve_write(int64_t count) {
   if (count <= 0) return;
   if (is_ring()) {
     if (count > max_write())
-      fail("KV cache: a forward of {} positions exceeds the sliding-window ring's limit of {} (window {} + "
-           "extra {}); use a smaller chunk",
-           count, max_write(), window_, capacity_ - window_);
+      fail(
+          "KV cache: a forward of {} positions exceeds the sliding-window ring's limit of {} (window {} + "
+          "extra {}); use a smaller chunk",
+          count, max_write(), window_, capacity_ - window_);
     allocate_ring();
     // Writing positions up to offset+count-1 overwrites everything older than that minus capacity.
     oldest_ = std::max(oldest_, offset_ + count - capacity_);
@@ -86,9 +87,10 @@ void KvCache::rollback(int64_t n) {
   if (n < 0) fail("KV cache: cannot roll back a negative count ({})", n);
   if (n > offset_) fail("KV cache: cannot roll back {} positions, only {} are cached", n, offset_);
   if (n > max_rollback())
-    fail("KV cache: cannot roll back {} positions at offset {}: the sliding-window ring (window {}, extra {}) "
-         "keeps only {} positions of rollback history",
-         n, offset_, window_, capacity_ - window_, max_rollback());
+    fail(
+        "KV cache: cannot roll back {} positions at offset {}: the sliding-window ring (window {}, extra {}) "
+        "keeps only {} positions of rollback history",
+        n, offset_, window_, capacity_ - window_, max_rollback());
   offset_ -= n;
 }
 
@@ -181,8 +183,8 @@ uint64_t KvCache::bytes_at(int64_t positions) const {
 }
 
 void KvCache::release_unused() {
-  const auto keep_blocks = static_cast<size_t>(
-      offset_ == 0 ? 0 : (is_ring() ? 1 : (offset_ + block_positions_ - 1) / block_positions_));
+  const auto keep_blocks =
+      static_cast<size_t>(offset_ == 0 ? 0 : (is_ring() ? 1 : (offset_ + block_positions_ - 1) / block_positions_));
   if (k_blocks_.size() <= keep_blocks) return;
   // storage_ holds the K and V block of each block index next to each other (reserve_write).
   k_blocks_.resize(keep_blocks);

@@ -25,8 +25,8 @@ class KvCache {
   static KvCache ring(int64_t kv_heads, int64_t head_dim, int64_t window, int64_t extra);
 
   bool is_ring() const { return capacity_ > 0; }
-  int64_t window() const { return window_; }        // 0 for full caches
-  int64_t capacity() const { return capacity_; }    // ring positions; 0 for full caches
+  int64_t window() const { return window_; }      // 0 for full caches
+  int64_t capacity() const { return capacity_; }  // ring positions; 0 for full caches
   int64_t kv_heads() const { return kv_heads_; }
   int64_t head_dim() const { return head_dim_; }
   int64_t row_floats() const { return kv_heads_ * head_dim_; }
@@ -102,7 +102,7 @@ class KvCache {
   int64_t capacity_ = 0;         // ring only
   int64_t block_positions_ = 0;  // positions per block
   int64_t offset_ = 0;
-  int64_t oldest_ = 0;           // oldest position whose rows are still intact (ring overwrites)
+  int64_t oldest_ = 0;  // oldest position whose rows are still intact (ring overwrites)
   std::vector<std::unique_ptr<float[]>> storage_;
   std::vector<float*> k_blocks_;
   std::vector<float*> v_blocks_;

@@ -11,9 +11,8 @@ void add_rows(float* x, const float* y, int64_t n) {
 
 void rms_norm_rows(ThreadPool& pool, const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
                    float* y) {
-  for_rows(pool, rows, dim, [&](int64_t r0, int64_t r1) {
-    rms_norm(x + r0 * dim, r1 - r0, dim, dim, weight, eps, y + r0 * dim, dim);
-  });
+  for_rows(pool, rows, dim,
+           [&](int64_t r0, int64_t r1) { rms_norm(x + r0 * dim, r1 - r0, dim, dim, weight, eps, y + r0 * dim, dim); });
 }
 
 void add_normed_branch(ThreadPool& pool, float* x, float* branch, int64_t rows, int64_t dim, const float* norm,

@@ -34,7 +34,7 @@ constexpr uint64_t kMatrixAlign = 64;  // as pack_matrices() lays the matrices o
 constexpr char kMagic[8] = {'S', 'P', 'E', 'C', 'P', 'A', 'C', 'K'};
 // Fixed header: magic[8], u32 version, u32 zero, u64 key bytes, u64 data offset, u64 data bytes.
 constexpr uint64_t kFixedHeader = 40;
-constexpr uint64_t kMaxKeyBytes = uint64_t{64} << 20;  // far above any real model's key
+constexpr uint64_t kMaxKeyBytes = uint64_t{64} << 20;       // far above any real model's key
 constexpr uint64_t kFreeSpaceMargin = uint64_t{256} << 20;  // leave the disk this much after writing
 
 uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
@@ -94,7 +94,8 @@ bool pread_all(int fd, void* out, uint64_t n, uint64_t offset) {
 int pwrite_all(int fd, const void* data, uint64_t n, uint64_t offset) {
   const auto* p = static_cast<const uint8_t*>(data);
   while (n > 0) {
-    const ssize_t r = ::pwrite(fd, p, static_cast<size_t>(std::min<uint64_t>(n, 64u << 20)), static_cast<off_t>(offset));
+    const ssize_t r =
+        ::pwrite(fd, p, static_cast<size_t>(std::min<uint64_t>(n, 64u << 20)), static_cast<off_t>(offset));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return errno;
     if (r == 0) return ENOSPC;
@@ -137,7 +138,8 @@ std::vector<uint8_t> header_bytes(const std::string& key, uint64_t data_bytes) {
 }
 
 // Maps the cache file when its header, key and size are exactly the expected ones.
-bool map_matching_file(const std::string& path, const std::string& key, uint64_t data_bytes, PackedFileMapping& mapping) {
+bool map_matching_file(const std::string& path, const std::string& key, uint64_t data_bytes,
+                       PackedFileMapping& mapping) {
   FdCloser f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) return false;
   struct stat st {};
@@ -179,7 +181,8 @@ void remove_stale_temps(const fs::path& dir, const std::string& final_name) {
 
 // Writes header + data to a process-unique temporary file and renames it over `path`.
 // Returns an empty string or what went wrong.
-std::string write_cache_file(const std::string& path, const std::string& key, const uint8_t* data, uint64_t data_bytes) {
+std::string write_cache_file(const std::string& path, const std::string& key, const uint8_t* data,
+                             uint64_t data_bytes) {
   const fs::path final_path(path);
   const fs::path dir = final_path.parent_path();
   std::error_code ec;
@@ -225,7 +228,8 @@ class TensorLocator {
       const TensorView* t = store.find(name);
       if (t != nullptr && t->data != nullptr && t->nbytes > 0) tensors_.push_back(t);
     }
-    std::sort(tensors_.begin(), tensors_.end(), [](const TensorView* a, const TensorView* b) { return a->data < b->data; });
+    std::sort(tensors_.begin(), tensors_.end(),
+              [](const TensorView* a, const TensorView* b) { return a->data < b->data; });
   }
 
   // "name+offset" of the tensor holding p, or "" when none does.
@@ -293,7 +297,8 @@ bool PackedFileMapping::map(int fd, uint64_t offset, uint64_t bytes) {
   if (r == MAP_FAILED) return false;
   const auto base = reinterpret_cast<uintptr_t>(r);
   const uintptr_t aligned = round_up(base, kHugePage);
-  void* p = ::mmap(reinterpret_cast<void*>(aligned), len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, static_cast<off_t>(offset));
+  void* p =
+      ::mmap(reinterpret_cast<void*>(aligned), len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, static_cast<off_t>(offset));
   if (p == MAP_FAILED) {
     ::munmap(r, reserve);
     return false;
@@ -332,8 +337,8 @@ std::string packed_cache_key(const TensorStore& store, std::span<WeightMatrix* c
     struct stat st {};
     if (::stat((fs::path(dir) / name).c_str(), &st) != 0) return {};
     const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    key += fmt::format("file {} size {} mtime_ns {} inode {} dev {}\n", name, static_cast<int64_t>(st.st_size), mtime_ns,
-                       static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_dev));
+    key += fmt::format("file {} size {} mtime_ns {} inode {} dev {}\n", name, static_cast<int64_t>(st.st_size),
+                       mtime_ns, static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_dev));
   }
 
   const TensorLocator locate(store);
@@ -345,8 +350,8 @@ std::string packed_cache_key(const TensorStore& store, std::span<WeightMatrix* c
     const std::string biases = locate.describe(w.biases);
     if (data.empty() || scales.empty() || biases.empty()) return {};
     key += fmt::format("matrix {} {} {} {} rows {} cols {} bits {} group {} scale {} bytes {} offset {}\n", i, data,
-                       scales, biases, w.rows, w.cols, w.bits, w.group_size, dtype_name(w.scale_dtype),
-                       packed_bytes(w), layout.offsets[i]);
+                       scales, biases, w.rows, w.cols, w.bits, w.group_size, dtype_name(w.scale_dtype), packed_bytes(w),
+                       layout.offsets[i]);
   }
   key += fmt::format("data {}\n", layout.total);
   return key;

@@ -69,8 +69,8 @@ struct PackedWeights {
 };
 
 struct PackedCacheOptions {
-  std::string dir;                      // empty: no cache file
-  uint64_t min_bytes = 64ull << 20;     // packed weights smaller than this are neither read nor written
+  std::string dir;                   // empty: no cache file
+  uint64_t min_bytes = 64ull << 20;  // packed weights smaller than this are neither read nor written
   // One line per problem with the cache file (never fatal); default: "specula: warning: ..." on stderr.
   std::function<void(const std::string&)> warn;
 };

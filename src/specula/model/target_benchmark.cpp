@@ -98,7 +98,8 @@ StepCosts time_target_steps(const TargetModel& model, TargetCache& cache, int32_
   StepCosts c;
   c.decode_ms = median(samples[1]);
   c.verify_ms.assign(static_cast<size_t>(max_width + 1), 0.0);
-  for (int64_t w = 2; w <= max_width; ++w) c.verify_ms[static_cast<size_t>(w)] = median(samples[static_cast<size_t>(w)]);
+  for (int64_t w = 2; w <= max_width; ++w)
+    c.verify_ms[static_cast<size_t>(w)] = median(samples[static_cast<size_t>(w)]);
   return c;
 }
 

@@ -17,16 +17,16 @@ std::vector<int32_t> bench_prompt(int64_t vocab_size, int64_t length, uint32_t s
 
 struct GenerationTiming {
   int64_t prompt_tokens = 0;
-  int64_t decode_tokens = 0;      // decode forwards timed (tokens after the first)
+  int64_t decode_tokens = 0;  // decode forwards timed (tokens after the first)
   double prefill_ms = 0.0;
   double prefill_tok_per_s = 0.0;
-  double ttft_ms = 0.0;           // call start to the first token (prefill + its sampling)
+  double ttft_ms = 0.0;  // call start to the first token (prefill + its sampling)
   double decode_ms_per_token = 0.0;
   double decode_tok_per_s = 0.0;
   // Process CPU time (all threads) per decode token: on a shared machine wall time includes time
   // other processes held the CPUs; with 1 thread this estimates the unloaded wall time.
   double decode_cpu_ms_per_token = 0.0;
-  std::vector<int32_t> tokens;    // decode_tokens + 1 greedy tokens
+  std::vector<int32_t> tokens;  // decode_tokens + 1 greedy tokens
 };
 
 // Plain greedy generation of decode_tokens + 1 tokens after `prompt` on a fresh state of `cache`
@@ -35,8 +35,8 @@ GenerationTiming time_generation(const TargetModel& model, TargetCache& cache, s
                                  int64_t decode_tokens, ThreadPool& pool);
 
 struct StepCosts {
-  double decode_ms = 0.0;          // one plain decode step (1 row, last-row logits)
-  std::vector<double> verify_ms;   // index w: one verify forward of w rows (w >= 2; [0], [1] unused)
+  double decode_ms = 0.0;         // one plain decode step (1 row, last-row logits)
+  std::vector<double> verify_ms;  // index w: one verify forward of w rows (w >= 2; [0], [1] unused)
   double verify_ratio(int64_t width) const {
     return decode_ms > 0 ? verify_ms.at(static_cast<size_t>(width)) / decode_ms : 0.0;
   }

@@ -163,8 +163,7 @@ void TargetModel::attention_block(int64_t li, const ForwardStep& step, ForwardWo
   ensure(ws.attn, n * qw);
   for (const ForwardStep::Sequence& s : step.sequences) {
     const KvCache& kv = s.cache->for_layer(static_cast<int>(li));
-    attention(q + s.first_row * qw, s.rows, qw, s.position, kv.view(), ap, ws.attn.data() + s.first_row * qw, qw,
-              pool);
+    attention(q + s.first_row * qw, s.rows, qw, s.position, kv.view(), ap, ws.attn.data() + s.first_row * qw, qw, pool);
   }
   ensure(ws.branch, n * H);
   float* br = ws.branch.data();
@@ -268,7 +267,8 @@ void TargetModel::moe_mlp_block(int64_t li, const ForwardStep& step, ForwardWork
 }
 
 // docs/gemma4.md §5.3 (per-layer input): x += norm(proj(gelu(gate(x)) * per_layer_input)).
-void TargetModel::per_layer_input_block(int64_t li, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const {
+void TargetModel::per_layer_input_block(int64_t li, const ForwardStep& step, ForwardWorkspace& ws,
+                                        ThreadPool& pool) const {
   const TargetLayerWeights& L = weights_.layers[static_cast<size_t>(li)];
   const int64_t n = step.rows();
   const int64_t H = weights_.hidden_size;

@@ -36,7 +36,9 @@ TargetCache::TargetCache(const TargetConfig& config, const CacheOptions& options
   }
 }
 
-KvCache& TargetCache::for_layer(int layer) { return caches_.at(static_cast<size_t>(cache_of_layer_.at(static_cast<size_t>(layer)))); }
+KvCache& TargetCache::for_layer(int layer) {
+  return caches_.at(static_cast<size_t>(cache_of_layer_.at(static_cast<size_t>(layer))));
+}
 const KvCache& TargetCache::for_layer(int layer) const {
   return caches_.at(static_cast<size_t>(cache_of_layer_.at(static_cast<size_t>(layer))));
 }
@@ -53,9 +55,10 @@ void TargetCache::rollback(int64_t n) {
   if (n > offset_) fail("cannot roll back {} positions, only {} are cached", n, offset_);
   const int64_t limit = max_rollback();
   if (n > limit)
-    fail("cannot roll back {} positions at offset {}: the sliding-window caches keep {} positions of rollback "
-         "history (rollback reserve {})",
-         n, offset_, limit, options_.rollback_reserve);
+    fail(
+        "cannot roll back {} positions at offset {}: the sliding-window caches keep {} positions of rollback "
+        "history (rollback reserve {})",
+        n, offset_, limit, options_.rollback_reserve);
   for (KvCache& c : caches_) c.rollback(n);
   offset_ -= n;
 }
@@ -97,8 +100,8 @@ void TargetCache::restore(const CacheSnapshot& snapshot, int64_t to) {
     fail("a snapshot of {} caches does not fit a sequence of {}", snapshot.caches.size(), caches_.size());
   for (size_t i = 0; i < caches_.size(); ++i)
     if (snapshot.caches[i].offset != snapshot.offset || !caches_[i].can_restore(snapshot.caches[i], to))
-      fail("cannot go back to offset {} with a snapshot of offsets [{}, {}] (cache {}, {} positions cached)",
-           to, snapshot.earliest, snapshot.offset, i, offset_);
+      fail("cannot go back to offset {} with a snapshot of offsets [{}, {}] (cache {}, {} positions cached)", to,
+           snapshot.earliest, snapshot.offset, i, offset_);
   for (size_t i = 0; i < caches_.size(); ++i) caches_[i].restore_window(snapshot.caches[i], to);
   offset_ = to;
 }

@@ -72,8 +72,8 @@ class TargetCache {
 
  private:
   CacheOptions options_;
-  std::vector<KvCache> caches_;     // donors only
-  std::vector<int> cache_of_layer_; // index into caches_ for every layer
+  std::vector<KvCache> caches_;      // donors only
+  std::vector<int> cache_of_layer_;  // index into caches_ for every layer
   std::vector<bool> owns_;
   int64_t offset_ = 0;
 };

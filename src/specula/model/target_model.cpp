@@ -37,9 +37,10 @@ TargetModel::TargetModel(std::unique_ptr<TargetCheckpoint> checkpoint, const Tar
   const TextConfig& t = checkpoint_->config.text;
   max_context_ = t.max_position_embeddings;
   if (options_.max_context > max_context_)
-    fail("context limit {} is above the model's max_position_embeddings {} ({}): it was not trained for longer "
-         "contexts (0 = the model's own limit)",
-         options_.max_context, max_context_, checkpoint_->config.source);
+    fail(
+        "context limit {} is above the model's max_position_embeddings {} ({}): it was not trained for longer "
+        "contexts (0 = the model's own limit)",
+        options_.max_context, max_context_, checkpoint_->config.source);
   if (options_.max_context > 0) max_context_ = options_.max_context;
   if (t.enable_moe_block && (t.top_k_experts < 1 || t.top_k_experts > t.num_experts))
     fail("{}: top_k_experts {} must be in [1, num_experts = {}]", checkpoint_->config.source, t.top_k_experts,
@@ -113,8 +114,8 @@ void TargetModel::check_rows(const TargetCache& cache, std::span<const int32_t> 
       fail("token id {} at index {} is outside the vocabulary [0, {})", tokens[i], i, vocab);
   }
   if (cache.offset() + n > max_context_)
-    fail("context of {} tokens ({} cached + {} new) exceeds the limit of {} ({})", cache.offset() + n,
-         cache.offset(), n, max_context_,
+    fail("context of {} tokens ({} cached + {} new) exceeds the limit of {} ({})", cache.offset() + n, cache.offset(),
+         n, max_context_,
          max_context_ == config().text.max_position_embeddings ? "max_position_embeddings" : "configured limit");
   if (max_rows > cache.options().max_chunk)
     fail("forward chunk of {} rows exceeds the cache's maximum chunk of {}", max_rows, cache.options().max_chunk);

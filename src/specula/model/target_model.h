@@ -36,9 +36,9 @@ inline constexpr int64_t kDefaultPrefillChunk = 128;
 
 struct TargetOptions {
   int64_t prefill_chunk = kDefaultPrefillChunk;  // rows per forward step (and the caches' max_chunk)
-  int64_t rollback_reserve = 16;   // >= the largest speculative gamma
-  int64_t max_context = 0;         // 0 = the config's max_position_embeddings
-  Precision precision = Precision::Exact;  // matmul precision of the target (and its drafter)
+  int64_t rollback_reserve = 16;                 // >= the largest speculative gamma
+  int64_t max_context = 0;                       // 0 = the config's max_position_embeddings
+  Precision precision = Precision::Exact;        // matmul precision of the target (and its drafter)
   // Fast precision: the directory where the packed layout is kept between loads
   // (model/packed_cache.h); empty = no cache file. The CLI sets default_packed_cache_dir().
   std::string packed_cache_dir;
@@ -53,18 +53,18 @@ enum class OutputRows { None, Last, All, Selected };
 
 struct ForwardRequest {
   OutputRows rows = OutputRows::Last;
-  std::vector<int64_t> selected;   // OutputRows::Selected: indices into the fed tokens, ascending
-  bool logits = true;              // softcapped logits of the returned rows
-  bool hidden = false;             // final-norm hidden rows (the drafter's input)
-  int64_t chunk = 0;               // rows per step; 0 = the cache's max_chunk
+  std::vector<int64_t> selected;  // OutputRows::Selected: indices into the fed tokens, ascending
+  bool logits = true;             // softcapped logits of the returned rows
+  bool hidden = false;            // final-norm hidden rows (the drafter's input)
+  int64_t chunk = 0;              // rows per step; 0 = the cache's max_chunk
 };
 
 struct ForwardOutput {
-  std::vector<int64_t> rows;       // indices into the fed tokens, ascending
+  std::vector<int64_t> rows;  // indices into the fed tokens, ascending
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
-  std::vector<float> logits;       // rows.size() x vocab_size (if requested)
-  std::vector<float> hidden;       // rows.size() x hidden_size (if requested)
+  std::vector<float> logits;  // rows.size() x vocab_size (if requested)
+  std::vector<float> hidden;  // rows.size() x hidden_size (if requested)
 
   const float* logits_row(size_t i) const { return logits.data() + i * static_cast<size_t>(vocab_size); }
   const float* hidden_row(size_t i) const { return hidden.data() + i * static_cast<size_t>(hidden_size); }
@@ -77,7 +77,7 @@ struct SequenceRows {
   ForwardRequest request;           // request.chunk is ignored: the rows form one step
 };
 
-struct ForwardStep;       // model/forward_workspace.h
+struct ForwardStep;  // model/forward_workspace.h
 struct ForwardWorkspace;
 
 // Scratch for forward passes, grown to the largest step it has served and then reused, so a
@@ -144,9 +144,9 @@ class TargetModel {
   // One returned row: where the step computed it and where its results go.
   struct OutputSlot {
     ForwardOutput* out = nullptr;
-    size_t index = 0;        // entry of out->rows
-    int64_t step_row = 0;    // row of the step
-    int64_t position = 0;    // context position (for the NaN check's message)
+    size_t index = 0;      // entry of out->rows
+    int64_t step_row = 0;  // row of the step
+    int64_t position = 0;  // context position (for the NaN check's message)
   };
   void project_outputs(std::span<const OutputSlot> slots, ForwardWorkspace& ws, ThreadPool& pool) const;
   void pack_for_fast_kernels();

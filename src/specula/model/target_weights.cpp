@@ -33,8 +33,7 @@ std::vector<float> tensor_to_f32(const TensorView& t) {
         out[i] = f16_to_f32(v);
         break;
       }
-      default:
-        fail("tensor {} has dtype {}, expected BF16, F16 or F32", t.name, dtype_name(t.dtype));
+      default: fail("tensor {} has dtype {}, expected BF16, F16 or F32", t.name, dtype_name(t.dtype));
     }
   }
   return out;
@@ -71,8 +70,8 @@ TargetWeights make_target_weights(const TargetCheckpoint& ck) {
   w.embed_tokens = weight_matrix(ck.embed_tokens);
   w.lm_head = ck.lm_head ? weight_matrix(*ck.lm_head) : w.embed_tokens;
   if (w.embed_tokens.rows != t.vocab_size || w.embed_tokens.cols != t.hidden_size)
-    fail("{}: embed_tokens is [{}, {}], config says vocab_size {} and hidden_size {}", cfg.source,
-         w.embed_tokens.rows, w.embed_tokens.cols, t.vocab_size, t.hidden_size);
+    fail("{}: embed_tokens is [{}, {}], config says vocab_size {} and hidden_size {}", cfg.source, w.embed_tokens.rows,
+         w.embed_tokens.cols, t.vocab_size, t.hidden_size);
   if (ck.final_norm == nullptr) fail("{}: missing the final norm weight", ck.dir);
   w.final_norm = vec(ck.final_norm, t.hidden_size, "norm.weight", -1);
   w.embed_scale = bf16_to_f32(f32_to_bf16(static_cast<float>(std::sqrt(static_cast<double>(t.hidden_size)))));
@@ -123,7 +122,8 @@ TargetWeights make_target_weights(const TargetCheckpoint& ck) {
       L.router_proj = weight_matrix(need(m.router_proj, "router.proj", li));
       L.router_scale = vec(m.router_scale, t.hidden_size, "router.scale", li);
       L.router_per_expert_scale = vec(m.router_per_expert_scale, t.num_experts, "router.per_expert_scale", li);
-      L.pre_feedforward_layernorm_2 = vec(m.pre_feedforward_layernorm_2, t.hidden_size, "pre_feedforward_layernorm_2", li);
+      L.pre_feedforward_layernorm_2 =
+          vec(m.pre_feedforward_layernorm_2, t.hidden_size, "pre_feedforward_layernorm_2", li);
       L.post_feedforward_layernorm_1 =
           vec(m.post_feedforward_layernorm_1, t.hidden_size, "post_feedforward_layernorm_1", li);
       L.post_feedforward_layernorm_2 =

@@ -28,16 +28,16 @@ struct TargetLayerWeights {
 
   // MoE
   bool moe = false;
-  WeightMatrix router_proj;                       // [E, H]
-  std::vector<float> router_scale;                // [H]
-  std::vector<float> router_per_expert_scale;     // [E]
+  WeightMatrix router_proj;                                       // [E, H]
+  std::vector<float> router_scale;                                // [H]
+  std::vector<float> router_per_expert_scale;                     // [E]
   std::vector<WeightMatrix> expert_gate, expert_up, expert_down;  // one per expert
   std::vector<float> pre_feedforward_layernorm_2, post_feedforward_layernorm_1, post_feedforward_layernorm_2;
 
   // Per-layer input (PLE)
   bool ple = false;
-  WeightMatrix per_layer_input_gate;   // [W, H]
-  WeightMatrix per_layer_projection;   // [H, W]
+  WeightMatrix per_layer_input_gate;  // [W, H]
+  WeightMatrix per_layer_projection;  // [H, W]
   std::vector<float> post_per_layer_input_norm;
 
   float layer_scalar = 1.0f;
@@ -46,13 +46,13 @@ struct TargetLayerWeights {
 struct TargetWeights {
   int64_t hidden_size = 0;
   int64_t vocab_size = 0;
-  WeightMatrix embed_tokens;      // [V, H]
-  WeightMatrix lm_head;           // the tied embedding unless the checkpoint has lm_head
+  WeightMatrix embed_tokens;  // [V, H]
+  WeightMatrix lm_head;       // the tied embedding unless the checkpoint has lm_head
   std::vector<float> final_norm;
-  float embed_scale = 1.0f;       // bf16(sqrt(H)) (docs/gemma4.md §5.2)
+  float embed_scale = 1.0f;  // bf16(sqrt(H)) (docs/gemma4.md §5.2)
 
   // PLE
-  int64_t ple_width = 0;          // hidden_size_per_layer_input (0 = none)
+  int64_t ple_width = 0;  // hidden_size_per_layer_input (0 = none)
   int64_t ple_vocab = 0;
   WeightMatrix embed_tokens_per_layer;      // [V_ple, NL*W]
   WeightMatrix per_layer_model_projection;  // [NL*W, H]

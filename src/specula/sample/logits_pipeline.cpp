@@ -111,7 +111,8 @@ LogitsIssues process_logits(std::span<const float> logits, const TokenHistory& h
   validate_for_vocab(params, V);
   check_history(history, V);
   if (!allowed.empty() && allowed.size() != static_cast<size_t>((V + 63) / 64))
-    fail("sampling: the allowed-token mask has {} words, the vocabulary of {} needs {}", allowed.size(), V, (V + 63) / 64);
+    fail("sampling: the allowed-token mask has {} words, the vocabulary of {} needs {}", allowed.size(), V,
+         (V + 63) / 64);
   LogitsIssues issues;
   out.assign(logits.begin(), logits.end());
   for (float& x : out) {

@@ -68,8 +68,8 @@ struct ProcessedDistribution {
 // Stages 1-5: writes the processed logits to `out` (resized to logits.size()). Throws
 // specula::Error for invalid params, token ids outside the vocabulary (history, logit_bias,
 // suppress_tokens), prompt_length > history size or a mask of the wrong size.
-LogitsIssues process_logits(std::span<const float> logits, const TokenHistory& history,
-                            const SamplingParams& params, std::vector<float>& out, AllowedTokens allowed = {});
+LogitsIssues process_logits(std::span<const float> logits, const TokenHistory& history, const SamplingParams& params,
+                            std::vector<float>& out, AllowedTokens allowed = {});
 
 // Index of the largest value, lowest index on ties, NaN and -inf ignored; -1 if none qualifies.
 int32_t argmax_lowest_id(std::span<const float> values);

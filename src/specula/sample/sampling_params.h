@@ -12,13 +12,13 @@
 namespace specula {
 
 struct SamplingParams {
-  double temperature = 1.0;         // >= 0; 0 = greedy (argmax, top_k/top_p/min_p ignored)
-  int top_k = 0;                    // >= 0; 0 = off
-  double top_p = 1.0;               // (0, 1]; 1 = off
-  double min_p = 0.0;               // [0, 1]; 0 = off
-  double repetition_penalty = 1.0;  // > 0; 1 = off (HF semantics, over prompt + generated tokens)
-  double presence_penalty = 0.0;    // [-2, 2]; 0 = off (OpenAI semantics, over generated tokens)
-  double frequency_penalty = 0.0;   // [-2, 2]; 0 = off (OpenAI semantics, over generated tokens)
+  double temperature = 1.0;              // >= 0; 0 = greedy (argmax, top_k/top_p/min_p ignored)
+  int top_k = 0;                         // >= 0; 0 = off
+  double top_p = 1.0;                    // (0, 1]; 1 = off
+  double min_p = 0.0;                    // [0, 1]; 0 = off
+  double repetition_penalty = 1.0;       // > 0; 1 = off (HF semantics, over prompt + generated tokens)
+  double presence_penalty = 0.0;         // [-2, 2]; 0 = off (OpenAI semantics, over generated tokens)
+  double frequency_penalty = 0.0;        // [-2, 2]; 0 = off (OpenAI semantics, over generated tokens)
   std::map<int32_t, double> logit_bias;  // token id -> additive bias (-inf bans the token)
   std::vector<int32_t> suppress_tokens;  // logits set to -inf
   uint64_t seed = 0;

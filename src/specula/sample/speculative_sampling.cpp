@@ -73,7 +73,8 @@ TokenDistribution residual_distribution(const TokenDistribution& p, const TokenD
     // O(V + |q|): copy p, subtract q on its own support.
     std::vector<double> r(static_cast<size_t>(p.vocab_size()), 0.0);
     p.for_each([&](int32_t id, double pv) { r[static_cast<size_t>(id)] = pv; });
-    q.for_each([&](int32_t id, double qv) { r[static_cast<size_t>(id)] = std::max(0.0, r[static_cast<size_t>(id)] - qv); });
+    q.for_each(
+        [&](int32_t id, double qv) { r[static_cast<size_t>(id)] = std::max(0.0, r[static_cast<size_t>(id)] - qv); });
     double total = 0.0;
     for (const double v : r) total += v;
     if (!(total > 0.0)) return p;

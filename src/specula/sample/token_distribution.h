@@ -65,9 +65,9 @@ class TokenDistribution {
   int64_t vocab_size_ = 0;
   bool dense_ = false;
   int64_t support_size_ = 0;
-  double total_ = 0.0;           // sum of probs_ after normalization (1 up to rounding)
-  std::vector<int32_t> ids_;     // sparse only: ascending
-  std::vector<double> probs_;    // dense: [vocab_size]; sparse: parallel to ids_
+  double total_ = 0.0;         // sum of probs_ after normalization (1 up to rounding)
+  std::vector<int32_t> ids_;   // sparse only: ascending
+  std::vector<double> probs_;  // dense: [vocab_size]; sparse: parallel to ids_
 };
 
 }  // namespace specula

@@ -14,10 +14,10 @@ struct AccessRecord {
   std::string method;
   std::string path;
   int status = 0;
-  int64_t prompt_tokens = -1;      // -1: not a generation
+  int64_t prompt_tokens = -1;  // -1: not a generation
   int64_t completion_tokens = -1;
   double time_to_first_token_ms = -1.0;  // -1: no token was generated
-  double duration_ms = 0.0;        // from the request's first bytes to the end of its response
+  double duration_ms = 0.0;              // from the request's first bytes to the end of its response
 };
 
 // The line for `record` at `now` (UTC, seconds), without a newline. Method and path are cut to a

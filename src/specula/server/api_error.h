@@ -13,7 +13,10 @@ struct ApiError : std::runtime_error {
   std::string code;   // a machine-readable code, empty when none
 
   ApiError(int status_, std::string type_, const std::string& message, std::string param_ = {}, std::string code_ = {})
-      : std::runtime_error(message), status(status_), type(std::move(type_)), param(std::move(param_)),
+      : std::runtime_error(message),
+        status(status_),
+        type(std::move(type_)),
+        param(std::move(param_)),
         code(std::move(code_)) {}
 };
 

@@ -20,7 +20,8 @@ using Clock = std::chrono::steady_clock;
 
 void require_tokenizer(const Engine& engine) {
   if (engine.tokenizer() == nullptr) {
-    throw ApiError(400, "invalid_request_error", "the served checkpoint has no tokenizer.json: only token-id prompts work");
+    throw ApiError(400, "invalid_request_error",
+                   "the served checkpoint has no tokenizer.json: only token-id prompts work");
   }
 }
 
@@ -78,7 +79,8 @@ Usage usage_of(const GenerationStats& s, uint64_t seed) {
 
 }  // namespace
 
-PreparedJob prepare_chat_job(const Engine& engine, const ChatCompletionRequest& request, const PrepareOptions& options) {
+PreparedJob prepare_chat_job(const Engine& engine, const ChatCompletionRequest& request,
+                             const PrepareOptions& options) {
   require_tokenizer(engine);
   if (engine.chat_template() == nullptr) {
     throw ApiError(400, "invalid_request_error", "the served checkpoint has no chat template: use /v1/completions");
@@ -108,7 +110,8 @@ PreparedJob prepare_chat_job(const Engine& engine, const ChatCompletionRequest& 
   return job;
 }
 
-PreparedJob prepare_completion_job(const Engine& engine, const CompletionRequest& request, const PrepareOptions& options) {
+PreparedJob prepare_completion_job(const Engine& engine, const CompletionRequest& request,
+                                   const PrepareOptions& options) {
   PreparedJob job;
   job.arrival = Clock::now();
   job.chat = false;
@@ -155,7 +158,8 @@ JobOutcome run_job(Engine& engine, const PreparedJob& job, const std::atomic<boo
         const ojson lp = with_logprobs ? chat_logprobs_json(ev.logprobs, job.logprobs) : ojson(nullptr);
         if (!piece.empty() || with_logprobs || !sent_role) emit_chat_delta(piece, lp);
       } else if (!piece.empty() || with_logprobs) {
-        const ojson lp = with_logprobs ? completion_logprobs_json(ev.logprobs, job.logprobs, text_offset) : ojson(nullptr);
+        const ojson lp =
+            with_logprobs ? completion_logprobs_json(ev.logprobs, job.logprobs, text_offset) : ojson(nullptr);
         for (const auto& t : ev.logprobs) text_offset += static_cast<int64_t>(t.chosen.text.size());
         emit(sse_event(completion_chunk_json(h, piece, std::nullopt, lp)));
       }
@@ -221,7 +225,8 @@ JobOutcome run_job(Engine& engine, const PreparedJob& job, const std::atomic<boo
     } else {
       emit(sse_event(completion_chunk_json(h, "", finish)));
     }
-    if (job.include_usage) emit(sse_event(usage_chunk_json(h, job.chat ? "chat.completion.chunk" : "text_completion", usage)));
+    if (job.include_usage)
+      emit(sse_event(usage_chunk_json(h, job.chat ? "chat.completion.chunk" : "text_completion", usage)));
     emit(kSseDone);
     return outcome;
   }

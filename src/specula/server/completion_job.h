@@ -23,26 +23,27 @@ struct PrepareOptions {
 };
 
 struct PreparedJob {
-  bool chat = true;                   // chat.completion vs text_completion
+  bool chat = true;  // chat.completion vs text_completion
   GenerationRequest generation;
   bool stream = false;
   bool include_usage = false;
-  bool parse_tool_calls = false;      // chat with tools: Gemma tool calls become `tool_calls`
+  bool parse_tool_calls = false;  // chat with tools: Gemma tool calls become `tool_calls`
   int32_t tool_call_begin = -1;
   int32_t tool_call_end = -1;
-  std::vector<std::string> stop;      // when parse_tool_calls, matched on the content only
-  int logprobs = -1;                  // top alternatives per token (-1: no logprobs)
+  std::vector<std::string> stop;  // when parse_tool_calls, matched on the content only
+  int logprobs = -1;              // top alternatives per token (-1: no logprobs)
   ResponseHeader header;
   std::chrono::steady_clock::time_point arrival;
 };
 
 PreparedJob prepare_chat_job(const Engine& engine, const ChatCompletionRequest& request, const PrepareOptions& options);
-PreparedJob prepare_completion_job(const Engine& engine, const CompletionRequest& request, const PrepareOptions& options);
+PreparedJob prepare_completion_job(const Engine& engine, const CompletionRequest& request,
+                                   const PrepareOptions& options);
 
 struct JobOutcome {
   int status = 200;
-  ojson body;                  // non-streaming: the response (or the error) body
-  bool cancelled = false;      // the cancel flag ended the generation
+  ojson body;              // non-streaming: the response (or the error) body
+  bool cancelled = false;  // the cancel flag ended the generation
   // For the access log.
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;

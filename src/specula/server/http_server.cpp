@@ -30,7 +30,8 @@ namespace {
 bool same_secret(const std::string& given, const std::string& expected) {
   unsigned diff = given.size() == expected.size() ? 0u : 1u;
   for (size_t i = 0; i < given.size(); ++i)
-    diff |= static_cast<unsigned char>(given[i]) ^ static_cast<unsigned char>(expected[i % std::max<size_t>(expected.size(), 1)]);
+    diff |= static_cast<unsigned char>(given[i]) ^
+            static_cast<unsigned char>(expected[i % std::max<size_t>(expected.size(), 1)]);
   return diff == 0;
 }
 
@@ -55,8 +56,8 @@ void send_error(Response& res, const ApiError& error) { send_json(res, error.sta
 
 // Metrics label of a path: the known routes, everything else "other" (bounded cardinality).
 std::string endpoint_label(const std::string& path) {
-  for (const char* known : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/tokenize",
-                            "/detokenize"}) {
+  for (const char* known :
+       {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/tokenize", "/detokenize"}) {
     if (path == known) return known;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
@@ -101,13 +102,14 @@ const ServerOptions& checked(const ServerOptions& o) {
     fail("serve: --parallel {} must be in [1, {}]", o.parallel, kMaxParallel);
   const size_t needed = o.max_queue + static_cast<size_t>(o.parallel) + kReservedConnections;
   if (o.max_connections < needed) {
-    fail("serve: --max-connections {} is too small for --max-queue {} and --parallel {}: it must be at least {} "
-         "(the waiting requests, the running ones and a few health/metrics probes)",
-         o.max_connections, o.max_queue, o.parallel, needed);
+    fail(
+        "serve: --max-connections {} is too small for --max-queue {} and --parallel {}: it must be at least {} "
+        "(the waiting requests, the running ones and a few health/metrics probes)",
+        o.max_connections, o.max_queue, o.parallel, needed);
   }
   if (o.max_connections > kMaxConnectionsLimit) {
-    fail("serve: --max-connections {} is above the limit of {} (each connection has its own thread)",
-         o.max_connections, kMaxConnectionsLimit);
+    fail("serve: --max-connections {} is above the limit of {} (each connection has its own thread)", o.max_connections,
+         kMaxConnectionsLimit);
   }
   if (!limits::contains(limits::kReadTimeoutSeconds, o.read_timeout_s)) {
     fail("serve: --read-timeout-s {} is not in {} seconds", o.read_timeout_s,
@@ -314,8 +316,10 @@ void HttpServer::log_request(const Request& req, const Response& res) {
 // ---- routes ----
 
 void HttpServer::handle_health(Response& res) const {
-  if (engine_.load() == nullptr) send_json(res, 503, {{"status", "loading"}});
-  else send_json(res, 200, {{"status", "ok"}});
+  if (engine_.load() == nullptr)
+    send_json(res, 503, {{"status", "loading"}});
+  else
+    send_json(res, 200, {{"status", "ok"}});
 }
 
 void HttpServer::handle_metrics(Response& res) {
@@ -372,8 +376,10 @@ void HttpServer::handle_generation(const Request& req, Response& res, bool chat)
     send_error(res, invalid_request(e.what(), ""));
     return;
   }
-  if (job->stream) answer_stream(*engine, job, res);
-  else answer_whole(*engine, job, res);
+  if (job->stream)
+    answer_stream(*engine, job, res);
+  else
+    answer_whole(*engine, job, res);
 }
 
 void HttpServer::handle_tokenize(const Request& req, Response& res) const {
@@ -475,8 +481,8 @@ void HttpServer::answer_stream(Engine& engine, const std::shared_ptr<PreparedJob
   auto outcome = std::make_shared<JobOutcome>();
   auto handle = queue_.submit([this, &engine, job, channel, outcome](const std::atomic<bool>& cancelled) {
     CloseOnExit closer{*channel};
-    *outcome = run_job(engine, *job, cancelled, [&channel](std::string event) { channel->push(std::move(event)); },
-                       metrics_);
+    *outcome = run_job(
+        engine, *job, cancelled, [&channel](std::string event) { channel->push(std::move(event)); }, metrics_);
   });
   if (handle == nullptr) return refuse_busy(res);
   t_generation = {handle, outcome};
@@ -508,7 +514,8 @@ void HttpServer::answer_stream(Engine& engine, const std::shared_ptr<PreparedJob
         }
         if (const auto ran = handle->wait_for(std::chrono::seconds(0)); ran && !*ran) {
           // Dropped from the queue without running (shutdown).
-          write(sse_event(error_json(ApiError(503, "server_error", "the server is shutting down", "", "shutting_down"))));
+          write(
+              sse_event(error_json(ApiError(503, "server_error", "the server is shutting down", "", "shutting_down"))));
           write(kSseDone);
           sink.done();
           return true;

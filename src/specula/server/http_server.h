@@ -20,7 +20,7 @@
 namespace httplib {
 struct Request;
 struct Response;
-}
+}  // namespace httplib
 
 namespace specula::server {
 
@@ -29,18 +29,18 @@ struct PreparedJob;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                         // 0: any free port (see port())
-  std::string api_key;                     // empty: no authentication
-  int parallel = 4;                        // generations decoding at once (the engine's slots)
-  size_t max_queue = 16;                   // requests waiting while all `parallel` run
+  int port = 8080;        // 0: any free port (see port())
+  std::string api_key;    // empty: no authentication
+  int parallel = 4;       // generations decoding at once (the engine's slots)
+  size_t max_queue = 16;  // requests waiting while all `parallel` run
   size_t max_body_bytes = 8u << 20;
   // Connections held at once (each has its own thread); beyond it a new connection gets an
   // immediate 503 (server/connection_pool.h). At least max_queue + kReservedConnections.
   size_t max_connections = 64;
-  int64_t read_timeout_s = 30;             // to send a request (and between its parts)
+  int64_t read_timeout_s = 30;  // to send a request (and between its parts)
   int64_t max_tokens_default = 2048;
   RequestLimits limits;
-  std::vector<std::string> cors_origins;   // origins browsers may call from ("*": any); empty: no CORS
+  std::vector<std::string> cors_origins;  // origins browsers may call from ("*": any); empty: no CORS
   // Receives one line per request (server/access_log.h); empty: no access log.
   std::function<void(const std::string& line)> access_log;
 };
@@ -99,7 +99,7 @@ class HttpServer {
   // Parts of the routes.
   Engine* loaded_engine(Response& res) const;  // null (and a 503 sent) while the model loads
   RequestLimits limits_for(const Engine& engine) const;
-  void refuse_busy(Response& res) const;       // 429 queue full, or 503 when stopping
+  void refuse_busy(Response& res) const;  // 429 queue full, or 503 when stopping
   void answer_whole(Engine& engine, const std::shared_ptr<PreparedJob>& job, Response& res);
   void answer_stream(Engine& engine, const std::shared_ptr<PreparedJob>& job, Response& res);
 

@@ -106,7 +106,8 @@ std::string Metrics::render() const {
   header(out, "specula_kv_cache_utilization", "gauge",
          "Context positions the running generations hold over --parallel x the context size (0..1).");
   out += fmt::format("specula_kv_cache_utilization {}\n", kv_utilization_);
-  header(out, "specula_time_to_first_token_seconds", "histogram", "Time from the request's arrival (queueing included) to its first generated token.");
+  header(out, "specula_time_to_first_token_seconds", "histogram",
+         "Time from the request's arrival (queueing included) to its first generated token.");
   ttft_.render("specula_time_to_first_token_seconds", out);
   header(out, "specula_time_per_output_token_seconds", "histogram", "Decode time per generated token after the first.");
   tpot_.render("specula_time_per_output_token_seconds", out);

@@ -45,8 +45,10 @@ void check_nesting(std::string_view body, const std::string& what = "the JSON bo
   for (size_t i = 0; i < body.size(); ++i) {
     const char c = body[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '{' || c == '[') {
@@ -69,7 +71,8 @@ ojson parse_body(std::string_view body) {
   } catch (const nlohmann::json::exception& e) {  // e.g. a number outside the range of a double
     throw invalid_request(fmt::format("the body is not usable JSON: {}", e.what()), "");
   }
-  if (!doc.is_object()) throw invalid_request(fmt::format("the body must be a JSON object, got {}", type_name(doc)), "");
+  if (!doc.is_object())
+    throw invalid_request(fmt::format("the body must be a JSON object, got {}", type_name(doc)), "");
   return doc;
 }
 
@@ -141,8 +144,8 @@ void parse_stop(const ojson& obj, const RequestLimits& limits, std::vector<std::
     const std::string text = s.get<std::string>();
     if (text.empty()) throw invalid_request(fmt::format("'{}' must not be empty", param), param);
     if (text.size() > limits.max_stop_length) {
-      throw invalid_request(fmt::format("'{}' is {} bytes, the limit is {}", param, text.size(), limits.max_stop_length),
-                            param);
+      throw invalid_request(
+          fmt::format("'{}' is {} bytes, the limit is {}", param, text.size(), limits.max_stop_length), param);
     }
     out.push_back(text);
   };
@@ -172,7 +175,8 @@ void parse_logit_bias(const ojson& obj, const RequestLimits& limits, SamplingOve
     const std::string param = fmt::format("logit_bias.{}", key);
     // Keys are decimal token ids ("123"), as OpenAI's tokenizer ids are.
     int64_t id = -1;
-    if (!key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos) id = std::stoll(key);
+    if (!key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos)
+      id = std::stoll(key);
     const int64_t hi = limits.vocab_size > 0 ? limits.vocab_size - 1 : std::numeric_limits<int32_t>::max();
     if (id < 0 || id > hi) {
       throw invalid_request(fmt::format("'logit_bias' key '{}' is not a token id in [0, {}]", key, hi), param);
@@ -194,7 +198,8 @@ GenerationParams parse_common(const ojson& doc, const RequestLimits& limits) {
 
   if (const ojson& n = field(doc, "n"); !n.is_null()) {
     const int64_t count = as_integer(n, "n", 1, std::numeric_limits<int64_t>::max());
-    if (count != 1) throw invalid_request(fmt::format("'n' must be 1: one choice per request is supported, got {}", count), "n");
+    if (count != 1)
+      throw invalid_request(fmt::format("'n' must be 1: one choice per request is supported, got {}", count), "n");
   }
   if (const ojson& best_of = field(doc, "best_of"); !best_of.is_null()) {
     if (as_integer(best_of, "best_of", 1, std::numeric_limits<int64_t>::max()) != 1) {
@@ -216,9 +221,12 @@ GenerationParams parse_common(const ojson& doc, const RequestLimits& limits) {
     s.top_k = static_cast<int>(*k < 0 ? 0 : *k);  // vLLM's -1 = off
   }
   if (const ojson& seed = field(doc, "seed"); !seed.is_null()) {
-    if (seed.is_number_unsigned()) s.seed = seed.get<uint64_t>();
-    else if (seed.is_number_integer()) s.seed = static_cast<uint64_t>(seed.get<int64_t>());
-    else throw wrong_type("seed", "an integer", seed);
+    if (seed.is_number_unsigned())
+      s.seed = seed.get<uint64_t>();
+    else if (seed.is_number_integer())
+      s.seed = static_cast<uint64_t>(seed.get<int64_t>());
+    else
+      throw wrong_type("seed", "an integer", seed);
   }
   parse_logit_bias(doc, limits, s);
   parse_stop(doc, limits, p.stop);
@@ -242,7 +250,8 @@ GenerationParams parse_common(const ojson& doc, const RequestLimits& limits) {
     } else if (g.is_number_integer() || g.is_number_unsigned()) {
       p.gamma = std::to_string(as_integer(g, "gamma", limits::kGamma.lo, limits::kGamma.hi));
     } else {
-      throw wrong_type("gamma", fmt::format("a draft length in {} or \"auto\"", limits::describe(limits::kGamma)).c_str(), g);
+      throw wrong_type("gamma",
+                       fmt::format("a draft length in {} or \"auto\"", limits::describe(limits::kGamma)).c_str(), g);
     }
   }
   p.grammar = parse_output_constraint(doc);
@@ -261,8 +270,9 @@ std::string content_text(const ojson& content, const std::string& param) {
     const ojson& type = field(part, "type");
     if (!type.is_string()) throw wrong_type(pp + ".type", "a string", type);
     if (type.get<std::string>() != "text") {
-      throw invalid_request(fmt::format("'{}.type' is \"{}\": only text content is supported", pp, type.get<std::string>()),
-                            pp + ".type");
+      throw invalid_request(
+          fmt::format("'{}.type' is \"{}\": only text content is supported", pp, type.get<std::string>()),
+          pp + ".type");
     }
     const ojson& t = field(part, "text");
     if (!t.is_string()) throw wrong_type(pp + ".text", "a string", t);
@@ -299,7 +309,8 @@ ojson parse_tool_calls(const ojson& calls, const std::string& param) {
       parsed = args;
     }
     if (!parsed.is_object()) {
-      throw invalid_request(fmt::format("'{}.function.arguments' must encode a JSON object", pp), pp + ".function.arguments");
+      throw invalid_request(fmt::format("'{}.function.arguments' must encode a JSON object", pp),
+                            pp + ".function.arguments");
     }
     ojson entry = {{"id", field(call, "id").is_string() ? field(call, "id") : ojson(fmt::format("call_{}", j))},
                    {"type", "function"},
@@ -327,9 +338,9 @@ ojson parse_messages(const ojson& doc, const RequestLimits& limits) {
     if (!role_v.is_string()) throw wrong_type(param + ".role", "a string", role_v);
     const std::string role = role_v.get<std::string>();
     if (role != "system" && role != "developer" && role != "user" && role != "assistant" && role != "tool") {
-      throw invalid_request(fmt::format("'{}.role' must be one of system, developer, user, assistant, tool; got \"{}\"",
-                                        param, role),
-                            param + ".role");
+      throw invalid_request(
+          fmt::format("'{}.role' must be one of system, developer, user, assistant, tool; got \"{}\"", param, role),
+          param + ".role");
     }
     ojson msg = {{"role", role}};
     const ojson& content = field(m, "content");
@@ -384,7 +395,8 @@ ojson parse_tools(const ojson& doc) {
     if (!fn.is_object()) throw wrong_type(param + ".function", "an object", fn);
     const ojson& name = field(fn, "name");
     if (!name.is_string() || name.get<std::string>().empty()) {
-      throw invalid_request(fmt::format("'{}.function.name' must be a non-empty string", param), param + ".function.name");
+      throw invalid_request(fmt::format("'{}.function.name' must be a non-empty string", param),
+                            param + ".function.name");
     }
     const ojson& desc = field(fn, "description");
     if (!desc.is_null() && !desc.is_string()) throw wrong_type(param + ".function.description", "a string", desc);
@@ -399,16 +411,23 @@ void parse_tool_choice(const ojson& doc, ChatCompletionRequest& r) {
   if (tc.is_null()) return;
   if (tc.is_string()) {
     const std::string s = tc.get<std::string>();
-    if (s == "auto") r.tool_choice = ToolChoice::Auto;
-    else if (s == "none") r.tool_choice = ToolChoice::None;
-    else if (s == "required") r.tool_choice = ToolChoice::Required;
-    else throw invalid_request(fmt::format("'tool_choice' must be \"none\", \"auto\", \"required\" or an object, got \"{}\"", s), "tool_choice");
+    if (s == "auto")
+      r.tool_choice = ToolChoice::Auto;
+    else if (s == "none")
+      r.tool_choice = ToolChoice::None;
+    else if (s == "required")
+      r.tool_choice = ToolChoice::Required;
+    else
+      throw invalid_request(
+          fmt::format("'tool_choice' must be \"none\", \"auto\", \"required\" or an object, got \"{}\"", s),
+          "tool_choice");
     return;
   }
   if (!tc.is_object()) throw wrong_type("tool_choice", "a string or an object", tc);
   const ojson& fn = field(tc, "function");
   const ojson& name = fn.is_object() ? field(fn, "name") : fn;
-  if (!name.is_string()) throw invalid_request("'tool_choice.function.name' must be a string", "tool_choice.function.name");
+  if (!name.is_string())
+    throw invalid_request("'tool_choice.function.name' must be a string", "tool_choice.function.name");
   r.tool_choice = ToolChoice::Function;
   r.tool_choice_function = name.get<std::string>();
 }
@@ -467,7 +486,8 @@ CompletionRequest parse_completion_request(std::string_view body, const RequestL
     if (prompt->empty()) throw invalid_request("'prompt' must not be empty", "prompt");
     std::vector<int32_t> ids;
     ids.reserve(prompt->size());
-    for (size_t i = 0; i < prompt->size(); ++i) ids.push_back(token_id((*prompt)[i], fmt::format("prompt[{}]", i), limits));
+    for (size_t i = 0; i < prompt->size(); ++i)
+      ids.push_back(token_id((*prompt)[i], fmt::format("prompt[{}]", i), limits));
     r.prompt_tokens = std::move(ids);
   } else {
     throw wrong_type("prompt", "a string, an array of token ids, or a one-element array of either", *prompt);

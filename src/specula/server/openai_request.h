@@ -22,25 +22,25 @@ namespace specula::server {
 
 struct RequestLimits {
   size_t max_stop_strings = 16;
-  size_t max_stop_length = 1024;      // bytes per stop string
+  size_t max_stop_length = 1024;                                     // bytes per stop string
   int max_top_logprobs = static_cast<int>(limits::kTopLogprobs.hi);  // chat top_logprobs, completions logprobs
-  size_t max_logit_bias = 1024;       // entries
+  size_t max_logit_bias = 1024;                                      // entries
   size_t max_messages = 4096;
   int64_t max_tokens = limits::kMaxTokens.hi;  // an upper bound on max_tokens (the context clips it later)
-  int64_t vocab_size = 0;             // > 0: token ids (logit_bias keys, prompt ids) must be below it
+  int64_t vocab_size = 0;                      // > 0: token ids (logit_bias keys, prompt ids) must be below it
 };
 
 // Fields both endpoints share.
 struct GenerationParams {
-  std::string model;                       // echoed back; any value is accepted (one model is served)
-  std::optional<int64_t> max_tokens;       // max_completion_tokens wins over max_tokens
-  SamplingOverrides sampling;              // only the fields the request sets
+  std::string model;                  // echoed back; any value is accepted (one model is served)
+  std::optional<int64_t> max_tokens;  // max_completion_tokens wins over max_tokens
+  SamplingOverrides sampling;         // only the fields the request sets
   std::vector<std::string> stop;
   bool stream = false;
-  bool include_usage = false;              // stream_options.include_usage
-  bool ignore_eos = false;                 // vLLM extension
-  std::optional<bool> speculative;         // specula extension: false = plain decoding
-  std::optional<std::string> gamma;        // specula extension: "auto" or a non-negative integer
+  bool include_usage = false;        // stream_options.include_usage
+  bool ignore_eos = false;           // vLLM extension
+  std::optional<bool> speculative;   // specula extension: false = plain decoding
+  std::optional<std::string> gamma;  // specula extension: "auto" or a non-negative integer
   // Constrained output (server/output_constraint.h): response_format, json_schema, guided_json,
   // grammar or guided_grammar, compiled; null when none.
   std::shared_ptr<const grammar::Grammar> grammar;
@@ -54,9 +54,9 @@ struct ChatCompletionRequest {
   // assistant tool_calls with `arguments` parsed into an object, tool messages kept (the template
   // resolves their function name through tool_call_id).
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-  nlohmann::ordered_json tools;            // null when absent (or tool_choice "none")
+  nlohmann::ordered_json tools;  // null when absent (or tool_choice "none")
   ToolChoice tool_choice = ToolChoice::Auto;
-  std::string tool_choice_function;        // ToolChoice::Function
+  std::string tool_choice_function;  // ToolChoice::Function
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool logprobs = false;
   int top_logprobs = 0;
@@ -64,9 +64,9 @@ struct ChatCompletionRequest {
 
 struct CompletionRequest {
   GenerationParams params;
-  std::string prompt;                      // text prompt (encoded with special tokens: <bos> first)
+  std::string prompt;                                 // text prompt (encoded with special tokens: <bos> first)
   std::optional<std::vector<int32_t>> prompt_tokens;  // a token-id prompt, used as given
-  int logprobs = -1;                       // -1: none; 0..max_top_logprobs alternatives per token
+  int logprobs = -1;                                  // -1: none; 0..max_top_logprobs alternatives per token
 };
 
 ChatCompletionRequest parse_chat_completion_request(std::string_view body, const RequestLimits& limits);
@@ -75,7 +75,7 @@ CompletionRequest parse_completion_request(std::string_view body, const RequestL
 // POST /tokenize: {"prompt": text} or {"messages": [...]} (chat-rendered), "add_special_tokens".
 struct TokenizeRequest {
   std::optional<std::string> prompt;
-  std::optional<ChatCompletionRequest> chat;   // when "messages" is given
+  std::optional<ChatCompletionRequest> chat;  // when "messages" is given
   bool add_special_tokens = true;
 };
 TokenizeRequest parse_tokenize_request(std::string_view body, const RequestLimits& limits);

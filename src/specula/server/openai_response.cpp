@@ -29,11 +29,12 @@ ojson error_json(const ApiError& error) {
 }
 
 ojson usage_json(const Usage& u) {
-  return {{"prompt_tokens", u.prompt_tokens},
-          {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
-          {"specula", {{"drafted_tokens", u.drafted_tokens}, {"accepted_tokens", u.accepted_tokens}, {"seed", u.seed}}}};
+  return {
+      {"prompt_tokens", u.prompt_tokens},
+      {"completion_tokens", u.completion_tokens},
+      {"total_tokens", u.prompt_tokens + u.completion_tokens},
+      {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+      {"specula", {{"drafted_tokens", u.drafted_tokens}, {"accepted_tokens", u.accepted_tokens}, {"seed", u.seed}}}};
 }
 
 ojson chat_logprobs_json(const std::vector<TokenLogprobs>& logprobs, int top_n) {
@@ -41,7 +42,9 @@ ojson chat_logprobs_json(const std::vector<TokenLogprobs>& logprobs, int top_n) 
   for (const TokenLogprobs& t : logprobs) {
     ojson top = ojson::array();
     for (size_t i = 0; i < t.top.size() && static_cast<int>(i) < top_n; ++i) {
-      top.push_back({{"token", t.top[i].text}, {"logprob", finite_logprob(t.top[i].logprob)}, {"bytes", bytes_of(t.top[i].text)}});
+      top.push_back({{"token", t.top[i].text},
+                     {"logprob", finite_logprob(t.top[i].logprob)},
+                     {"bytes", bytes_of(t.top[i].text)}});
     }
     content.push_back({{"token", t.chosen.text},
                        {"logprob", finite_logprob(t.chosen.logprob)},
@@ -84,7 +87,8 @@ ojson tool_calls_delta(const std::vector<ChatToolCall>& calls) {
 
 ojson chat_completion_json(const ResponseHeader& h, const std::string& content, const std::vector<ChatToolCall>& calls,
                            const std::string& finish_reason, const ojson& logprobs, const Usage& usage) {
-  ojson message = {{"role", "assistant"}, {"content", content.empty() && !calls.empty() ? ojson(nullptr) : ojson(content)}};
+  ojson message = {{"role", "assistant"},
+                   {"content", content.empty() && !calls.empty() ? ojson(nullptr) : ojson(content)}};
   if (!calls.empty()) {
     ojson list = tool_calls_delta(calls);
     for (auto& c : list) c.erase("index");
@@ -94,11 +98,10 @@ ojson chat_completion_json(const ResponseHeader& h, const std::string& content, 
           {"object", "chat.completion"},
           {"created", h.created},
           {"model", h.model},
-          {"choices",
-           ojson::array({{{"index", 0},
-                          {"message", std::move(message)},
-                          {"logprobs", choice_logprobs_or_null(logprobs)},
-                          {"finish_reason", finish_reason}}})},
+          {"choices", ojson::array({{{"index", 0},
+                                     {"message", std::move(message)},
+                                     {"logprobs", choice_logprobs_or_null(logprobs)},
+                                     {"finish_reason", finish_reason}}})},
           {"usage", usage_json(usage)}};
 }
 
@@ -108,11 +111,10 @@ ojson chat_chunk_json(const ResponseHeader& h, const ojson& delta, const std::op
           {"object", "chat.completion.chunk"},
           {"created", h.created},
           {"model", h.model},
-          {"choices",
-           ojson::array({{{"index", 0},
-                          {"delta", delta},
-                          {"logprobs", choice_logprobs_or_null(logprobs)},
-                          {"finish_reason", finish_reason ? ojson(*finish_reason) : ojson(nullptr)}}})}};
+          {"choices", ojson::array({{{"index", 0},
+                                     {"delta", delta},
+                                     {"logprobs", choice_logprobs_or_null(logprobs)},
+                                     {"finish_reason", finish_reason ? ojson(*finish_reason) : ojson(nullptr)}}})}};
 }
 
 ojson completion_json(const ResponseHeader& h, const std::string& text, const std::string& finish_reason,
@@ -121,11 +123,10 @@ ojson completion_json(const ResponseHeader& h, const std::string& text, const st
           {"object", "text_completion"},
           {"created", h.created},
           {"model", h.model},
-          {"choices",
-           ojson::array({{{"index", 0},
-                          {"text", text},
-                          {"logprobs", choice_logprobs_or_null(logprobs)},
-                          {"finish_reason", finish_reason}}})},
+          {"choices", ojson::array({{{"index", 0},
+                                     {"text", text},
+                                     {"logprobs", choice_logprobs_or_null(logprobs)},
+                                     {"finish_reason", finish_reason}}})},
           {"usage", usage_json(usage)}};
 }
 
@@ -135,20 +136,15 @@ ojson completion_chunk_json(const ResponseHeader& h, const std::string& text,
           {"object", "text_completion"},
           {"created", h.created},
           {"model", h.model},
-          {"choices",
-           ojson::array({{{"index", 0},
-                          {"text", text},
-                          {"logprobs", choice_logprobs_or_null(logprobs)},
-                          {"finish_reason", finish_reason ? ojson(*finish_reason) : ojson(nullptr)}}})}};
+          {"choices", ojson::array({{{"index", 0},
+                                     {"text", text},
+                                     {"logprobs", choice_logprobs_or_null(logprobs)},
+                                     {"finish_reason", finish_reason ? ojson(*finish_reason) : ojson(nullptr)}}})}};
 }
 
 ojson usage_chunk_json(const ResponseHeader& h, const char* object, const Usage& usage) {
-  return {{"id", h.id},
-          {"object", object},
-          {"created", h.created},
-          {"model", h.model},
-          {"choices", ojson::array()},
-          {"usage", usage_json(usage)}};
+  return {{"id", h.id},       {"object", object},          {"created", h.created},
+          {"model", h.model}, {"choices", ojson::array()}, {"usage", usage_json(usage)}};
 }
 
 std::string dump(const ojson& value) { return value.dump(-1, ' ', false, ojson::error_handler_t::replace); }

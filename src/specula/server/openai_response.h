@@ -25,15 +25,15 @@ struct Usage {
 };
 
 struct ChatToolCall {
-  std::string id;         // "call_<random>"
+  std::string id;  // "call_<random>"
   std::string name;
   std::string arguments;  // a JSON object as text
 };
 
 // Identity of one response: every chunk of a stream repeats it.
 struct ResponseHeader {
-  std::string id;         // "chatcmpl-..." / "cmpl-..."
-  int64_t created = 0;    // unix seconds
+  std::string id;       // "chatcmpl-..." / "cmpl-..."
+  int64_t created = 0;  // unix seconds
   std::string model;
 };
 

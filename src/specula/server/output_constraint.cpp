@@ -44,14 +44,17 @@ std::shared_ptr<const grammar::Grammar> from_response_format(const ojson& rf) {
                           "response_format.type");
   const std::string type = type_it->get<std::string>();
   if (type == "text") return nullptr;
-  if (type == "json_object") return compile("response_format", [] { return grammar::parse_gbnf(grammar::json_object_gbnf()); });
+  if (type == "json_object")
+    return compile("response_format", [] { return grammar::parse_gbnf(grammar::json_object_gbnf()); });
   if (type != "json_schema")
     throw invalid_request(fmt::format("'response_format.type' \"{}\" is not supported (\"text\", \"json_object\" or "
-                                      "\"json_schema\")", type),
+                                      "\"json_schema\")",
+                                      type),
                           "response_format.type");
   const auto js = rf.find("json_schema");
   if (js == rf.end() || !js->is_object())
-    throw invalid_request("'response_format.json_schema' must be an object with a 'schema'", "response_format.json_schema");
+    throw invalid_request("'response_format.json_schema' must be an object with a 'schema'",
+                          "response_format.json_schema");
   const auto schema = js->find("schema");
   if (schema == js->end())
     throw invalid_request("'response_format.json_schema.schema' is required", "response_format.json_schema.schema");
@@ -64,7 +67,8 @@ std::shared_ptr<const grammar::Grammar> parse_output_constraint(const ojson& doc
   for (const char* refused : {"guided_regex", "guided_choice", "guided_decoding_backend", "structured_outputs"}) {
     if (doc.contains(refused) && !doc[refused].is_null())
       throw invalid_request(fmt::format("'{}' is not supported (use 'response_format', 'json_schema', 'guided_json' "
-                                        "or 'grammar')", refused),
+                                        "or 'grammar')",
+                                        refused),
                             refused);
   }
   std::vector<std::string> given;

@@ -6,10 +6,11 @@ namespace specula {
 
 std::string no_acceptance_warning(int64_t drafted, int64_t accepted, const std::string& draft_source) {
   if (drafted < kNoAcceptanceWarnDrafts || accepted > 0) return {};
-  return fmt::format("warning: none of the {} drafted tokens was accepted: is {} the assistant drafter of this model? "
-                     "A drafter made for another model of the same width loads but never agrees with it; without "
-                     "--draft, decoding is faster",
-                     drafted, draft_source);
+  return fmt::format(
+      "warning: none of the {} drafted tokens was accepted: is {} the assistant drafter of this model? "
+      "A drafter made for another model of the same width loads but never agrees with it; without "
+      "--draft, decoding is faster",
+      drafted, draft_source);
 }
 
 }  // namespace specula

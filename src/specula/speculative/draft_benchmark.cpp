@@ -41,8 +41,8 @@ SpeculativeResult run_controlled_acceptance(const TargetModel& model, TargetCach
   if (tokens < 1) fail("controlled acceptance: tokens {} must be >= 1", tokens);
   const int64_t largest = gamma.automatic ? gamma.max_gamma : gamma.fixed;
   if (static_cast<int64_t>(reference.size()) < tokens + largest)
-    fail("controlled acceptance: reference of {} tokens is shorter than {} tokens + gamma {}", reference.size(),
-         tokens, largest);
+    fail("controlled acceptance: reference of {} tokens is shorter than {} tokens + gamma {}", reference.size(), tokens,
+         largest);
   SpeculativeOptions so;
   so.max_tokens = tokens;
   so.ignore_eos = true;

@@ -11,8 +11,8 @@
 #include <span>
 #include <vector>
 
-#include "specula/model/target_model.h"
 #include "specula/model/drafter.h"
+#include "specula/model/target_model.h"
 #include "specula/speculative/speculative.h"
 
 namespace specula {

@@ -8,9 +8,9 @@
 namespace specula {
 
 struct GammaChoice {
-  bool automatic = false;   // choose each round (speculative/gamma_policy.h)
-  int64_t fixed = 2;        // used when !automatic; 0 = plain decoding through the verify path
-  int64_t max_gamma = 8;    // automatic: the largest gamma considered
+  bool automatic = false;  // choose each round (speculative/gamma_policy.h)
+  int64_t fixed = 2;       // used when !automatic; 0 = plain decoding through the verify path
+  int64_t max_gamma = 8;   // automatic: the largest gamma considered
 };
 // "auto" or a non-negative integer; throws specula::Error naming the value.
 GammaChoice parse_gamma_choice(const std::string& text);

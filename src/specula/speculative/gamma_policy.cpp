@@ -8,14 +8,14 @@
 namespace specula {
 
 namespace {
-constexpr double kEma = 0.3;             // weight of the newest measurement ...
-constexpr double kEmaDown = 0.6;         // ... when it is below the estimate (noise here only slows)
-constexpr double kWidthSlope = 0.1;      // extra verify cost per extra row, relative to one row
-constexpr double kOutlierClip = 1.15;    // a verify counts as at most this times its width's estimate
+constexpr double kEma = 0.3;               // weight of the newest measurement ...
+constexpr double kEmaDown = 0.6;           // ... when it is below the estimate (noise here only slows)
+constexpr double kWidthSlope = 0.1;        // extra verify cost per extra row, relative to one row
+constexpr double kOutlierClip = 1.15;      // a verify counts as at most this times its width's estimate
 constexpr double kAcceptanceDecay = 0.98;  // weight of the acceptance evidence per drafting round
-constexpr int64_t kProbeAfterZeros = 8;     // gamma-0 rounds before one gamma-1 probe ...
-constexpr int64_t kMaxProbeInterval = 16;   // ... doubling after each probe that found nothing
-constexpr int64_t kWiderProbeAfter = 8;     // rounds at one gamma >= 1 before one round at gamma + 1
+constexpr int64_t kProbeAfterZeros = 8;    // gamma-0 rounds before one gamma-1 probe ...
+constexpr int64_t kMaxProbeInterval = 16;  // ... doubling after each probe that found nothing
+constexpr int64_t kWiderProbeAfter = 8;    // rounds at one gamma >= 1 before one round at gamma + 1
 
 double ema(double old, double value) { return old < 0 ? value : old + kEma * (value - old); }
 
@@ -28,7 +28,8 @@ double cost_ema(double old, double value) {
 }  // namespace
 
 AutoGamma::AutoGamma(int64_t max_gamma, int64_t initial_gamma)
-    : max_gamma_(max_gamma), initial_gamma_(std::clamp<int64_t>(initial_gamma, 0, std::max<int64_t>(max_gamma, 0))),
+    : max_gamma_(max_gamma),
+      initial_gamma_(std::clamp<int64_t>(initial_gamma, 0, std::max<int64_t>(max_gamma, 0))),
       verify_ms_(static_cast<size_t>(std::max<int64_t>(max_gamma, 0) + 2), -1.0) {
   if (max_gamma < 0) fail("auto gamma: max gamma {} must be >= 0", max_gamma);
 }

@@ -48,8 +48,8 @@ class AutoGamma {
   int64_t initial_gamma_;
   double successes_ = 1.0;
   double failures_ = 1.0;
-  double draft_ms_ = -1.0;               // per draft step
-  std::vector<double> verify_ms_;        // by width (index = gamma + 1); < 0 = unmeasured
+  double draft_ms_ = -1.0;         // per draft step
+  std::vector<double> verify_ms_;  // by width (index = gamma + 1); < 0 = unmeasured
   int64_t zero_run_ = 0;
   int64_t probe_interval_ = 8;  // gamma-0 rounds before the next probe
   bool probing_ = false;        // the last choice was a probe

@@ -15,7 +15,8 @@ SpeculativeResult generate_speculative(const TargetModel& model, TargetCache& ca
     const SequenceRows rows = session.next_step(cache.options().max_chunk, pool);
     const auto t0 = std::chrono::steady_clock::now();
     const ForwardOutput out = model.forward(cache, rows.tokens, rows.request, pool, &scratch);
-    session.complete_step(out, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    session.complete_step(out,
+                          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   return session.take_result();
 }

@@ -25,23 +25,22 @@
 #include <vector>
 
 #include "specula/grammar/token_constraint.h"
+#include "specula/model/drafter.h"
 #include "specula/model/target_model.h"
 #include "specula/sample/sampling_params.h"
 #include "specula/speculative/gamma_choice.h"
-#include "specula/model/drafter.h"
 #include "specula/speculative/prompt_lookup.h"
 
 namespace specula {
 
 enum class DraftMethod { Drafter, Lookup };
 
-
 // Test hook: sees each round's proposal and may replace it (any length <= the round's gamma).
 // With sampling, the drafts it returns are treated as deterministic proposals (point-mass q).
 struct DraftRoundInfo {
-  std::span<const int32_t> context;   // prompt + every emitted token (the pending token last)
+  std::span<const int32_t> context;  // prompt + every emitted token (the pending token last)
   size_t prompt_length = 0;
-  int64_t round = 0;                  // 0-based
+  int64_t round = 0;  // 0-based
   int64_t gamma = 0;
 };
 using DraftOverride = std::function<void(const DraftRoundInfo& info, std::vector<int32_t>& drafts)>;
@@ -53,8 +52,8 @@ struct SpeculativeOptions {
   GammaChoice gamma;
   SamplingParams sampling = greedy_sampling();
   PromptLookupOptions lookup;
-  bool trace = false;                 // record every round in SpeculativeResult::rounds
-  DraftOverride override_drafts;      // tests only
+  bool trace = false;             // record every round in SpeculativeResult::rounds
+  DraftOverride override_drafts;  // tests only
   // The cache already holds prompt[0, cache.offset()) with offset < prompt.size() (a prompt cache):
   // it is not reset and only prompt[offset, size) is prefilled. Output is the same as a cold run.
   bool continue_cache = false;
@@ -95,9 +94,9 @@ struct SpeculativeStats {
   int64_t rounds = 0;
   std::map<int64_t, int64_t> gamma_histogram;  // gamma -> rounds
   double prefill_ms = 0.0;
-  double decode_ms = 0.0;   // everything after the prefill
-  double draft_ms = 0.0;    // drafting (drafter steps / lookup)
-  double verify_ms = 0.0;   // verify forwards
+  double decode_ms = 0.0;  // everything after the prefill
+  double draft_ms = 0.0;   // drafting (drafter steps / lookup)
+  double verify_ms = 0.0;  // verify forwards
 
   double acceptance_rate() const { return drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0; }
   // Mean matching-prefix length per round.

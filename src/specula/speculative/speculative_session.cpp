@@ -93,7 +93,8 @@ SequenceRows SpeculativeSession::next_step(int64_t max_prefill_rows, ThreadPool&
     if (max_prefill_rows < 1) fail("speculative: a prefill step needs at least one row (got {})", max_prefill_rows);
     chunk_rows_ = std::min({prefill_remaining(), max_prefill_rows, cache_.options().max_chunk});
     const bool last = chunk_rows_ == prefill_remaining();
-    rows.tokens = std::span<const int32_t>(prompt_).subspan(static_cast<size_t>(fed_), static_cast<size_t>(chunk_rows_));
+    rows.tokens =
+        std::span<const int32_t>(prompt_).subspan(static_cast<size_t>(fed_), static_cast<size_t>(chunk_rows_));
     rows.request.rows = last ? OutputRows::Last : OutputRows::None;
     rows.request.logits = last;
     rows.request.hidden = last && use_drafter_;
@@ -193,7 +194,8 @@ void SpeculativeSession::finish_proposals() {
     if (!greedy_) qs_.clear();
   }
   if (!greedy_)  // deterministic proposals (lookup, override)
-    for (size_t i = qs_.size(); i < drafts_.size(); ++i) qs_.push_back(TokenDistribution::point_mass(vocab_, drafts_[i]));
+    for (size_t i = qs_.size(); i < drafts_.size(); ++i)
+      qs_.push_back(TokenDistribution::point_mass(vocab_, drafts_[i]));
 }
 
 void SpeculativeSession::complete_step(const ForwardOutput& out, double step_ms) {

@@ -109,25 +109,25 @@ class SpeculativeSession {
   int64_t max_gamma_ = 0;
 
   Phase phase_ = Phase::Prefill;
-  int64_t fed_ = 0;          // prompt tokens in the cache
-  int64_t chunk_rows_ = 0;   // rows of the step handed out by next_step()
+  int64_t fed_ = 0;         // prompt tokens in the cache
+  int64_t chunk_rows_ = 0;  // rows of the step handed out by next_step()
   SpeculativeResult res_;
   std::vector<int32_t> context_;  // prompt + emitted
   std::vector<float> g_;          // the drafter's hidden input for the next round
   Rng verify_rng_;
   Rng draft_rng_;
   AutoGamma policy_;
-  int64_t round_gamma_ = 0;        // drafts the current round asks for
-  bool drafting_ = false;          // between begin_round() and verify_rows()
-  int32_t draft_token_ = 0;        // the token the next drafter step extends
-  std::vector<float> draft_hidden_;  // and its backbone hidden input
+  int64_t round_gamma_ = 0;                             // drafts the current round asks for
+  bool drafting_ = false;                               // between begin_round() and verify_rows()
+  int32_t draft_token_ = 0;                             // the token the next drafter step extends
+  std::vector<float> draft_hidden_;                     // and its backbone hidden input
   std::optional<grammar::GrammarMatcher> draft_state_;  // constrained: the grammar after the drafts so far
-  bool draft_blocked_ = false;     // constrained: the grammar ends this round's drafting
+  bool draft_blocked_ = false;                          // constrained: the grammar ends this round's drafting
   std::vector<int32_t> drafts_;
   std::vector<TokenDistribution> qs_;
   std::vector<int32_t> history_;
   std::vector<int32_t> step_tokens_;
-  double draft_ms_ = 0.0;         // the current round's drafting time
+  double draft_ms_ = 0.0;  // the current round's drafting time
   int64_t load_cap_ = INT64_MAX;
   std::chrono::steady_clock::time_point decode_start_;
   std::unique_ptr<grammar::TokenMasker> masker_;          // null when unconstrained

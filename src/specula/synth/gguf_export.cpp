@@ -37,12 +37,18 @@ void add_metadata(GgufWriter& w, const TargetCheckpoint& ck, const std::string& 
     kv.push_back(g.num_kv_heads);
     sliding.push_back(g.type == LayerType::Sliding);
   }
-  const auto all_same = [](const std::vector<int32_t>& v) { return std::all_of(v.begin(), v.end(), [&](int32_t x) { return x == v[0]; }); };
-  if (all_same(ff)) u32("feed_forward_length", ff[0]);
-  else w.set_array<int32_t>(kArch + "feed_forward_length", ff);
+  const auto all_same = [](const std::vector<int32_t>& v) {
+    return std::all_of(v.begin(), v.end(), [&](int32_t x) { return x == v[0]; });
+  };
+  if (all_same(ff))
+    u32("feed_forward_length", ff[0]);
+  else
+    w.set_array<int32_t>(kArch + "feed_forward_length", ff);
   u32("attention.head_count", t.num_attention_heads);
-  if (all_same(kv)) u32("attention.head_count_kv", kv[0]);
-  else w.set_array<int32_t>(kArch + "attention.head_count_kv", kv);
+  if (all_same(kv))
+    u32("attention.head_count_kv", kv[0]);
+  else
+    w.set_array<int32_t>(kArch + "attention.head_count_kv", kv);
   const int64_t d_full = t.global_head_dim > 0 ? t.global_head_dim : t.head_dim;
   u32("attention.key_length", d_full);
   u32("attention.value_length", d_full);
@@ -56,7 +62,8 @@ void add_metadata(GgufWriter& w, const TargetCheckpoint& ck, const std::string& 
   w.set_f32(kArch + "rope.freq_base_swa", static_cast<float>(t.rope_sliding.theta));
   u32("rope.dimension_count", d_full);
   u32("rope.dimension_count_swa", t.head_dim);
-  if (t.final_logit_softcapping) w.set_f32(kArch + "final_logit_softcapping", static_cast<float>(*t.final_logit_softcapping));
+  if (t.final_logit_softcapping)
+    w.set_f32(kArch + "final_logit_softcapping", static_cast<float>(*t.final_logit_softcapping));
   u32("embedding_length_per_layer_input", t.hidden_size_per_layer_input);
   if (t.enable_moe_block) {
     u32("expert_count", t.num_experts);
@@ -66,7 +73,8 @@ void add_metadata(GgufWriter& w, const TargetCheckpoint& ck, const std::string& 
   w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(cfg.bos_token_id));
   w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(cfg.pad_token_id));
   if (!cfg.eos_token_ids.empty()) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(cfg.eos_token_ids[0]));
-  if (cfg.eos_token_ids.size() > 1) w.set_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(cfg.eos_token_ids[1]));
+  if (cfg.eos_token_ids.size() > 1)
+    w.set_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(cfg.eos_token_ids[1]));
 }
 
 // The RoPE forms GGUF can carry: default sliding layers; default or proportional full layers
@@ -111,8 +119,18 @@ struct Source {
       for (size_t j = 0; j < n; ++j) {
         switch (vector->dtype) {
           case DType::F32: std::memcpy(&out[j], vector->data + 4 * j, 4); break;
-          case DType::BF16: { uint16_t h; std::memcpy(&h, vector->data + 2 * j, 2); out[j] = bf16_to_f32(h); break; }
-          case DType::F16: { uint16_t h; std::memcpy(&h, vector->data + 2 * j, 2); out[j] = f16_to_f32(h); break; }
+          case DType::BF16: {
+            uint16_t h;
+            std::memcpy(&h, vector->data + 2 * j, 2);
+            out[j] = bf16_to_f32(h);
+            break;
+          }
+          case DType::F16: {
+            uint16_t h;
+            std::memcpy(&h, vector->data + 2 * j, 2);
+            out[j] = f16_to_f32(h);
+            break;
+          }
           default: fail("tensor {} is {}, not a float vector", vector->name, dtype_name(vector->dtype));
         }
       }
@@ -158,7 +176,11 @@ Source source_of(const TargetCheckpoint& ck, const std::string& name) {
 float scale_value(const WeightMatrix& w, const void* base, int64_t i) {
   uint16_t h;
   switch (w.scale_dtype) {
-    case DType::F32: { float f; std::memcpy(&f, static_cast<const std::byte*>(base) + 4 * i, 4); return f; }
+    case DType::F32: {
+      float f;
+      std::memcpy(&f, static_cast<const std::byte*>(base) + 4 * i, 4);
+      return f;
+    }
     case DType::BF16: std::memcpy(&h, static_cast<const std::byte*>(base) + 2 * i, 2); return bf16_to_f32(h);
     default: std::memcpy(&h, static_cast<const std::byte*>(base) + 2 * i, 2); return f16_to_f32(h);
   }

@@ -26,8 +26,8 @@ constexpr int kPad = 0;
 const std::vector<int> kTargetEos = {1, 106};
 const std::vector<int> kGenerationEos = {1, 106, 50};
 const std::vector<int> kSuppressTokens = {258883, 258882};  // <audio|>, <image|>, as in Gemma 4 IT
-constexpr int64_t kMinVocab = 256;        // keeps bos 2, eos 1/106/50 inside the vocabulary
-constexpr int64_t kMaxVocab = 1ll << 22;  // 16x the real vocabulary
+constexpr int64_t kMinVocab = 256;                          // keeps bos 2, eos 1/106/50 inside the vocabulary
+constexpr int64_t kMaxVocab = 1ll << 22;                    // 16x the real vocabulary
 constexpr const char* kTransformersVersion = "5.5.0";
 
 // ---- value generation ---------------------------------------------------------------------
@@ -149,7 +149,7 @@ struct QuantSource {
 
   static constexpr uint64_t kMaxKeptBytes = 1ull << 30;  // beyond this, recompute instead
   std::mutex mutex;
-  int64_t kept_rows = 0;          // flat rows [0, kept_rows) are in `kept_*`
+  int64_t kept_rows = 0;  // flat rows [0, kept_rows) are in `kept_*`
   bool scales_served = false, biases_served = false;
   std::vector<std::byte> kept_scales, kept_biases;
 
@@ -253,8 +253,8 @@ class Builder {
 
   // A linear / embedding / expert stack: dense `<name><suffix>` or the quantized triple.
   // Returns whether it was quantized.
-  bool module(const std::string& name, std::shared_ptr<const Logical> src,
-              const std::optional<QuantSpec>& quant, const std::string& dense_suffix = ".weight") {
+  bool module(const std::string& name, std::shared_ptr<const Logical> src, const std::optional<QuantSpec>& quant,
+              const std::string& dense_suffix = ".weight") {
     const int64_t cols = src->cols();
     const bool quantizable = quant && cols % quant->group_size == 0 && (cols * quant->bits) % 32 == 0;
     if (!quantizable) {
@@ -292,7 +292,8 @@ class Builder {
   // QuantSource computes in one pass).
   std::vector<TensorSpec> take() {
     const auto key = [](const std::string& name) {
-      for (const auto& [suffix, rank] : {std::pair{".weight", '0'}, std::pair{".scales", '1'}, std::pair{".biases", '2'}}) {
+      for (const auto& [suffix, rank] :
+           {std::pair{".weight", '0'}, std::pair{".scales", '1'}, std::pair{".biases", '2'}}) {
         const std::string sfx(suffix);
         if (name.size() > sfx.size() && name.compare(name.size() - sfx.size(), sfx.size(), sfx) == 0) {
           return name.substr(0, name.size() - sfx.size()) + '\x01' + rank;
@@ -376,7 +377,8 @@ nlohmann::json target_text_json(const TextConfig& t, DType dtype) {
   j["dtype"] = dtype_json_name(dtype);
   j["enable_moe_block"] = t.enable_moe_block;
   j["eos_token_id"] = kTargetEos.front();
-  j["final_logit_softcapping"] = or_null(t.final_logit_softcapping.has_value(), t.final_logit_softcapping.value_or(0.0));
+  j["final_logit_softcapping"] =
+      or_null(t.final_logit_softcapping.has_value(), t.final_logit_softcapping.value_or(0.0));
   j["global_head_dim"] = t.global_head_dim;
   j["head_dim"] = t.head_dim;
   j["hidden_activation"] = t.hidden_activation;
@@ -389,7 +391,8 @@ nlohmann::json target_text_json(const TextConfig& t, DType dtype) {
   j["moe_intermediate_size"] = or_null(t.enable_moe_block, t.moe_intermediate_size);
   j["num_attention_heads"] = t.num_attention_heads;
   j["num_experts"] = or_null(t.enable_moe_block, t.num_experts);
-  j["num_global_key_value_heads"] = or_null(t.num_global_key_value_heads.has_value(), t.num_global_key_value_heads.value_or(0));
+  j["num_global_key_value_heads"] =
+      or_null(t.num_global_key_value_heads.has_value(), t.num_global_key_value_heads.value_or(0));
   j["num_hidden_layers"] = t.num_hidden_layers;
   j["num_key_value_heads"] = t.num_key_value_heads;
   j["num_kv_shared_layers"] = t.num_kv_shared_layers;
@@ -436,12 +439,8 @@ void add_towers(Builder& b, const Preset& p, int64_t text_hidden, Naming naming)
       case TowerTensor::Kind::Table:
         b.add(dense_spec(t.name, b.dtype(), b.logical(k, t.shape, embedding_dist(t.shape.back()))));
         break;
-      case TowerTensor::Kind::Norm:
-        b.vector(t.name, k, t.shape[0], norm_dist());
-        break;
-      case TowerTensor::Kind::Bias:
-        b.vector(t.name, k, t.shape[0], Dist{Dist::Uniform, -0.1f, 0.1f});
-        break;
+      case TowerTensor::Kind::Norm: b.vector(t.name, k, t.shape[0], norm_dist()); break;
+      case TowerTensor::Kind::Bias: b.vector(t.name, k, t.shape[0], Dist{Dist::Uniform, -0.1f, 0.1f}); break;
       case TowerTensor::Kind::ClipBound:
         b.scalar(t.name, k, t.lower_bound ? Dist{Dist::Uniform, -12.0f, -8.0f} : Dist{Dist::Uniform, 8.0f, 12.0f});
         break;
@@ -502,8 +501,7 @@ CheckpointPlan plan_target(const SynthOptions& o) {
   const int64_t V = t.vocab_size;
   const std::optional<QuantSpec>& q = o.quant;
   // mlx-lm's Gemma 4 quant_predicate keeps the router at 8 bits, group 64.
-  const std::optional<QuantSpec> router_q =
-      q ? std::optional<QuantSpec>(QuantSpec{8, 64, "affine"}) : std::nullopt;
+  const std::optional<QuantSpec> router_q = q ? std::optional<QuantSpec>(QuantSpec{8, 64, "affine"}) : std::nullopt;
 
   Builder b(o.seed, "target/", o.dtype);
   nlohmann::json overrides = nlohmann::json::object();
@@ -530,8 +528,8 @@ CheckpointPlan plan_target(const SynthOptions& o) {
     const Layer& L = layers[i];
     const std::string k = fmt::format("layers.{}.", i);
     const std::string n = P + k;
-    for (const char* norm : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-                             "post_feedforward_layernorm"}) {
+    for (const char* norm :
+         {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"}) {
       b.vector(n + norm + ".weight", k + norm, H, norm_dist());
     }
     b.vector(n + "layer_scalar", k + "layer_scalar", 1, layer_scalar_dist());
@@ -578,8 +576,8 @@ CheckpointPlan plan_target(const SynthOptions& o) {
         b.module(n + "experts.switch_glu.up_proj", linear(up, {E, I, H}), q);
         b.module(n + "experts.switch_glu.down_proj", linear(k + "experts.down_proj", {E, H, I}), q);
       }
-      for (const char* norm : {"pre_feedforward_layernorm_2", "post_feedforward_layernorm_1",
-                               "post_feedforward_layernorm_2"}) {
+      for (const char* norm :
+           {"pre_feedforward_layernorm_2", "post_feedforward_layernorm_1", "post_feedforward_layernorm_2"}) {
         b.vector(n + norm + ".weight", k + norm, H, norm_dist());
       }
     }
@@ -620,9 +618,14 @@ CheckpointPlan plan_target(const SynthOptions& o) {
   for (int id : kSuppressTokens) {
     if (id < V) suppress.push_back(id);
   }
-  plan.generation_config = {{"bos_token_id", kBos}, {"do_sample", true},  {"eos_token_id", kGenerationEos},
-                            {"pad_token_id", kPad}, {"suppress_tokens", suppress},
-                            {"temperature", 1.0},   {"top_k", 64},        {"top_p", 0.95},
+  plan.generation_config = {{"bos_token_id", kBos},
+                            {"do_sample", true},
+                            {"eos_token_id", kGenerationEos},
+                            {"pad_token_id", kPad},
+                            {"suppress_tokens", suppress},
+                            {"temperature", 1.0},
+                            {"top_k", 64},
+                            {"top_p", 0.95},
                             {"transformers_version", kTransformersVersion}};
   return plan;
 }
@@ -636,11 +639,12 @@ CheckpointPlan plan_drafter(const SynthOptions& o) {
   const int64_t h = d.hidden_size;
   const int64_t Hb = target.hidden_size;
   if (d.centroid_head && V % d.num_centroids != 0) {
-    fail("synth: vocab {} must be a multiple of the drafter's num_centroids {} (preset '{}' has a "
-         "centroid-head drafter)", V, d.num_centroids, o.preset);
+    fail(
+        "synth: vocab {} must be a multiple of the drafter's num_centroids {} (preset '{}' has a "
+        "centroid-head drafter)",
+        V, d.num_centroids, o.preset);
   }
-  const std::vector<LayerType> types = {LayerType::Sliding, LayerType::Sliding, LayerType::Sliding,
-                                        LayerType::Full};
+  const std::vector<LayerType> types = {LayerType::Sliding, LayerType::Sliding, LayerType::Sliding, LayerType::Full};
 
   Builder b(o.seed, "drafter/", DType::BF16);
   auto linear = [&](const std::string& k, std::vector<int64_t> shape) {
@@ -655,8 +659,8 @@ CheckpointPlan plan_drafter(const SynthOptions& o) {
   for (int i = 0; i < 4; ++i) {
     const std::string n = fmt::format("model.layers.{}.", i);
     const int64_t D = types[i] == LayerType::Sliding ? target.head_dim : target.global_head_dim;
-    for (const char* norm : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-                             "post_feedforward_layernorm"}) {
+    for (const char* norm :
+         {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"}) {
       b.vector(n + norm + ".weight", n + norm, h, norm_dist());
     }
     b.vector(n + "layer_scalar", n + "layer_scalar", 1, layer_scalar_dist());
@@ -683,7 +687,8 @@ CheckpointPlan plan_drafter(const SynthOptions& o) {
         ord->ids.resize(static_cast<size_t>(V));
         std::iota(ord->ids.begin(), ord->ids.end(), int64_t{0});
         for (int64_t i = V - 1; i > 0; --i) {
-          const auto j = static_cast<int64_t>(stream_bits(key, static_cast<uint64_t>(i)) % static_cast<uint64_t>(i + 1));
+          const auto j =
+              static_cast<int64_t>(stream_bits(key, static_cast<uint64_t>(i)) % static_cast<uint64_t>(i + 1));
           std::swap(ord->ids[i], ord->ids[j]);
         }
       });
@@ -710,9 +715,8 @@ CheckpointPlan plan_drafter(const SynthOptions& o) {
   dt.final_logit_softcapping.reset();
   nlohmann::json tj = target_text_json(dt, DType::BF16);
   // Drafter text configs carry no MoE/token-id/cache keys (as the shipped ones).
-  for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id", "initializer_range",
-                          "moe_intermediate_size", "num_experts", "top_k_experts",
-                          "use_bidirectional_attention", "use_cache"}) {
+  for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id", "initializer_range", "moe_intermediate_size",
+                          "num_experts", "top_k_experts", "use_bidirectional_attention", "use_cache"}) {
     tj.erase(key);
   }
 

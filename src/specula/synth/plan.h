@@ -29,22 +29,22 @@ const char* naming_name(Naming n);  // "hf" / "mlx"
 struct SynthOptions {
   std::string preset = "tiny-dense";
   uint64_t seed = 0;
-  DType dtype = DType::BF16;               // dense weights, norms, and the scales/biases: BF16 or F32
-  std::optional<QuantSpec> quant;          // MLX affine quantization of the target's linears
-  std::optional<Naming> naming;            // default: Mlx when quantized, Hf otherwise
-  std::optional<int64_t> vocab;            // overrides the preset's vocabulary (and the PLE vocab)
-  bool with_towers = false;                // also the vision / audio tower tensors (synth/towers.h)
+  DType dtype = DType::BF16;       // dense weights, norms, and the scales/biases: BF16 or F32
+  std::optional<QuantSpec> quant;  // MLX affine quantization of the target's linears
+  std::optional<Naming> naming;    // default: Mlx when quantized, Hf otherwise
+  std::optional<int64_t> vocab;    // overrides the preset's vocabulary (and the PLE vocab)
+  bool with_towers = false;        // also the vision / audio tower tensors (synth/towers.h)
 
   Naming resolved_naming() const { return naming.value_or(quant ? Naming::Mlx : Naming::Hf); }
 };
 
 struct CheckpointPlan {
-  nlohmann::json config;                   // config.json
-  nlohmann::json generation_config;        // generation_config.json
-  nlohmann::json processor_config;         // processor_config.json (null: none, a text-only checkpoint)
-  std::vector<TensorSpec> tensors;         // by module path; quantized: weight, scales, biases
+  nlohmann::json config;             // config.json
+  nlohmann::json generation_config;  // generation_config.json
+  nlohmann::json processor_config;   // processor_config.json (null: none, a text-only checkpoint)
+  std::vector<TensorSpec> tensors;   // by module path; quantized: weight, scales, biases
 
-  uint64_t data_bytes() const;             // sum of tensor byte sizes (excludes headers)
+  uint64_t data_bytes() const;  // sum of tensor byte sizes (excludes headers)
 };
 
 // Checks the options (preset, bits, group size, dtype, vocab, towers) and throws specula::Error naming the

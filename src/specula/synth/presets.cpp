@@ -19,9 +19,8 @@ std::vector<LayerType> layer_pattern(int sliding_per_block, int blocks) {
 }
 
 // Values shared by every Gemma 4 text config (docs/gemma4.md §1).
-TextConfig base_text(int64_t hidden, std::vector<LayerType> types, int heads, int kv_heads,
-                     int head_dim, int global_head_dim, int64_t intermediate, int window,
-                     int64_t vocab) {
+TextConfig base_text(int64_t hidden, std::vector<LayerType> types, int heads, int kv_heads, int head_dim,
+                     int global_head_dim, int64_t intermediate, int window, int64_t vocab) {
   TextConfig t;
   t.model_type = "gemma4_text";
   t.hidden_size = hidden;
@@ -44,25 +43,25 @@ TextConfig base_text(int64_t hidden, std::vector<LayerType> types, int heads, in
   return t;
 }
 
-DrafterPreset centroid_drafter(int64_t hidden, int heads, int64_t intermediate, int centroids,
-                               int top_k) {
+DrafterPreset centroid_drafter(int64_t hidden, int heads, int64_t intermediate, int centroids, int top_k) {
   return DrafterPreset{"gemma4_assistant", hidden, heads, intermediate, true, centroids, top_k};
 }
 
 DrafterPreset dense_drafter(std::string model_type, int64_t hidden, int heads, int64_t intermediate,
                             int declared_centroids, int declared_top_k) {
-  return DrafterPreset{std::move(model_type), hidden, heads, intermediate, false,
-                       declared_centroids, declared_top_k};
+  return DrafterPreset{std::move(model_type), hidden, heads, intermediate, false, declared_centroids, declared_top_k};
 }
 
 // The towers of the released checkpoints (their config.json vision_config / audio_config).
 VisionTowerPreset small_vision() { return {768, 16, 12, 64, 3072, 16, 10240, false, true}; }   // E2B, E4B
 VisionTowerPreset large_vision() { return {1152, 27, 16, 72, 4304, 16, 10240, true, false}; }  // 26B-A4B, 31B
-AudioTowerPreset conformer_audio() { return {1024, 12, 8, {128, 32}, 128, 5, 1536}; }           // E2B, E4B
+AudioTowerPreset conformer_audio() { return {1024, 12, 8, {128, 32}, 128, 5, 1536}; }          // E2B, E4B
 
 // Test-sized towers with the real tensor names. The position table (2 x 1024 x 64 bf16, 256 KiB)
 // spans whole pages far from its neighbours, so tests can see that loading never touches it.
-VisionTowerPreset tiny_vision(bool standardize, bool clipped) { return {64, 2, 2, 32, 128, 4, 1024, standardize, clipped}; }
+VisionTowerPreset tiny_vision(bool standardize, bool clipped) {
+  return {64, 2, 2, 32, 128, 4, 1024, standardize, clipped};
+}
 AudioTowerPreset tiny_audio() { return {32, 2, 2, {8, 4}, 16, 5, 48}; }
 
 std::vector<Preset> make_presets() {
@@ -71,15 +70,23 @@ std::vector<Preset> make_presets() {
   const std::string arch = "Gemma4ForConditionalGeneration";
 
   {  // Plain dense stack: sliding + full layers, no variants.
-    Preset p{"tiny-dense", "dense, 6 layers, hidden 64", true, wrapper, arch,
-             base_text(64, layer_pattern(2, 2), 4, 2, 32, 64, 128, 16, 512), {}, {}, {}};
+    Preset p{"tiny-dense",
+             "dense, 6 layers, hidden 64",
+             true,
+             wrapper,
+             arch,
+             base_text(64, layer_pattern(2, 2), 4, 2, 32, 64, 128, 16, 512),
+             {},
+             {},
+             {}};
     p.drafter = centroid_drafter(64, 4, 128, 32, 4);
     p.vision = tiny_vision(false, true);
     all.push_back(std::move(p));
   }
   {  // E4B-like: per-layer inputs, the last 4 layers share KV (double-wide MLP there).
-    Preset p{"tiny-e4b", "per-layer inputs + KV sharing + double-wide MLP, 8 layers, hidden 128",
-             true, wrapper, arch, base_text(128, layer_pattern(3, 2), 4, 2, 32, 64, 128, 16, 512), {}, {}, {}};
+    Preset p{"tiny-e4b", "per-layer inputs + KV sharing + double-wide MLP, 8 layers, hidden 128", true, wrapper,
+             arch,       base_text(128, layer_pattern(3, 2), 4, 2, 32, 64, 128, 16, 512),         {},   {},
+             {}};
     p.text.hidden_size_per_layer_input = 64;
     p.text.vocab_size_per_layer_input = 512;
     p.text.num_kv_shared_layers = 4;
@@ -90,8 +97,9 @@ std::vector<Preset> make_presets() {
     all.push_back(std::move(p));
   }
   {  // 12B/31B-like: full layers have K == V and a single global KV head.
-    Preset p{"tiny-kveq", "attention_k_eq_v full layers, 1 global KV head, 6 layers, hidden 128",
-             true, wrapper, arch, base_text(128, layer_pattern(2, 2), 4, 2, 32, 64, 256, 16, 512), {}, {}, {}};
+    Preset p{"tiny-kveq", "attention_k_eq_v full layers, 1 global KV head, 6 layers, hidden 128", true, wrapper,
+             arch,        base_text(128, layer_pattern(2, 2), 4, 2, 32, 64, 256, 16, 512),        {},   {},
+             {}};
     p.text.attention_k_eq_v = true;
     p.text.num_global_key_value_heads = 1;
     p.drafter = dense_drafter("gemma4_assistant", 64, 4, 128, 32, 4);
@@ -99,8 +107,9 @@ std::vector<Preset> make_presets() {
     all.push_back(std::move(p));
   }
   {  // 26B-A4B-like: MoE block next to the dense MLP, k_eq_v full layers.
-    Preset p{"tiny-moe", "MoE (8 experts, top 2) + attention_k_eq_v, 4 layers, hidden 128", true,
-             wrapper, arch, base_text(128, layer_pattern(1, 2), 4, 2, 32, 64, 128, 16, 512), {}, {}, {}};
+    Preset p{"tiny-moe", "MoE (8 experts, top 2) + attention_k_eq_v, 4 layers, hidden 128", true, wrapper,
+             arch,       base_text(128, layer_pattern(1, 2), 4, 2, 32, 64, 128, 16, 512),   {},   {},
+             {}};
     p.text.attention_k_eq_v = true;
     p.text.num_global_key_value_heads = 1;
     p.text.enable_moe_block = true;
@@ -114,8 +123,11 @@ std::vector<Preset> make_presets() {
 
   const int64_t V = 262144;
   {
-    Preset p{"e2b", "Gemma 4 E2B geometry", false, wrapper, arch,
-             base_text(1536, layer_pattern(4, 7), 8, 1, 256, 512, 6144, 512, V), {}, {}, {}};
+    Preset p{"e2b", "Gemma 4 E2B geometry",
+             false, wrapper,
+             arch,  base_text(1536, layer_pattern(4, 7), 8, 1, 256, 512, 6144, 512, V),
+             {},    {},
+             {}};
     p.text.hidden_size_per_layer_input = 256;
     p.text.vocab_size_per_layer_input = V;
     p.text.num_kv_shared_layers = 20;
@@ -126,8 +138,11 @@ std::vector<Preset> make_presets() {
     all.push_back(std::move(p));
   }
   {
-    Preset p{"e4b", "Gemma 4 E4B geometry", false, wrapper, arch,
-             base_text(2560, layer_pattern(5, 7), 8, 2, 256, 512, 10240, 512, V), {}, {}, {}};
+    Preset p{"e4b", "Gemma 4 E4B geometry",
+             false, wrapper,
+             arch,  base_text(2560, layer_pattern(5, 7), 8, 2, 256, 512, 10240, 512, V),
+             {},    {},
+             {}};
     p.text.hidden_size_per_layer_input = 256;
     p.text.vocab_size_per_layer_input = V;
     p.text.num_kv_shared_layers = 18;
@@ -140,9 +155,15 @@ std::vector<Preset> make_presets() {
   // The larger drafters' trunk widths are not published; hidden 1024 / 16 heads is mlx-bun's 12B
   // reading, and intermediate 8192 reproduces the ~840 MB bf16 sizes of the 12B/26B drafters.
   {
-    Preset p{"12b", "Gemma 4 12B (unified) geometry", false, "gemma4_unified",
+    Preset p{"12b",
+             "Gemma 4 12B (unified) geometry",
+             false,
+             "gemma4_unified",
              "Gemma4UnifiedForConditionalGeneration",
-             base_text(3840, layer_pattern(5, 8), 16, 8, 256, 512, 15360, 1024, V), {}, {}, {}};
+             base_text(3840, layer_pattern(5, 8), 16, 8, 256, 512, 15360, 1024, V),
+             {},
+             {},
+             {}};
     p.text.model_type = "gemma4_unified_text";
     p.text.attention_k_eq_v = true;
     p.text.num_global_key_value_heads = 1;
@@ -151,8 +172,11 @@ std::vector<Preset> make_presets() {
     all.push_back(std::move(p));
   }
   {
-    Preset p{"26b-a4b", "Gemma 4 26B-A4B (MoE) geometry", false, wrapper, arch,
-             base_text(2816, layer_pattern(5, 5), 16, 8, 256, 512, 2112, 1024, V), {}, {}, {}};
+    Preset p{"26b-a4b", "Gemma 4 26B-A4B (MoE) geometry",
+             false,     wrapper,
+             arch,      base_text(2816, layer_pattern(5, 5), 16, 8, 256, 512, 2112, 1024, V),
+             {},        {},
+             {}};
     p.text.attention_k_eq_v = true;
     p.text.num_global_key_value_heads = 2;
     p.text.enable_moe_block = true;
@@ -165,8 +189,11 @@ std::vector<Preset> make_presets() {
     all.push_back(std::move(p));
   }
   {
-    Preset p{"31b", "Gemma 4 31B (dense) geometry", false, wrapper, arch,
-             base_text(5376, layer_pattern(5, 10), 32, 16, 256, 512, 21504, 1024, V), {}, {}, {}};
+    Preset p{"31b", "Gemma 4 31B (dense) geometry",
+             false, wrapper,
+             arch,  base_text(5376, layer_pattern(5, 10), 32, 16, 256, 512, 21504, 1024, V),
+             {},    {},
+             {}};
     p.text.attention_k_eq_v = true;
     p.text.num_global_key_value_heads = 4;
     p.text.max_position_embeddings = 262144;

@@ -14,12 +14,12 @@ namespace specula::synth {
 // The matching "-assistant" drafter (docs/gemma4.md §1). Head dims, KV head counts, window and RoPE
 // come from the target, so only the trunk width and the head kind are per preset.
 struct DrafterPreset {
-  std::string model_type;          // gemma4_assistant / gemma4_unified_assistant
+  std::string model_type;  // gemma4_assistant / gemma4_unified_assistant
   int64_t hidden_size = 0;
   int num_attention_heads = 0;
   int64_t intermediate_size = 0;
-  bool centroid_head = false;      // use_ordered_embeddings + masked_embedding.* tensors
-  int num_centroids = 0;           // declared in the config even by dense-head drafters
+  bool centroid_head = false;  // use_ordered_embeddings + masked_embedding.* tensors
+  int num_centroids = 0;       // declared in the config even by dense-head drafters
   int centroid_top_k = 0;
 };
 
@@ -51,10 +51,10 @@ struct AudioTowerPreset {
 struct Preset {
   std::string name;
   std::string description;
-  bool tiny = false;               // a test-sized model (default vocab 512)
-  std::string model_type;          // top-level config model_type: gemma4 / gemma4_unified
-  std::string architecture;        // architectures[0]
-  TextConfig text;                 // the text_config values
+  bool tiny = false;         // a test-sized model (default vocab 512)
+  std::string model_type;    // top-level config model_type: gemma4 / gemma4_unified
+  std::string architecture;  // architectures[0]
+  TextConfig text;           // the text_config values
   DrafterPreset drafter;
   std::optional<VisionTowerPreset> vision;  // `synth --with-towers`
   std::optional<AudioTowerPreset> audio;

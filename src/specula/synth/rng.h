@@ -29,14 +29,10 @@ inline uint64_t stream_key(uint64_t seed, std::string_view name) {
 }
 
 // The 64 random bits of element `index` of a stream (splitmix64's sequence, indexed directly).
-inline uint64_t stream_bits(uint64_t key, uint64_t index) {
-  return mix64(key + (index + 1) * 0x9e3779b97f4a7c15ull);
-}
+inline uint64_t stream_bits(uint64_t key, uint64_t index) { return mix64(key + (index + 1) * 0x9e3779b97f4a7c15ull); }
 
 // Uniform in [0, 1) from the top 24 bits (exact in float).
-inline float unit_uniform(uint64_t bits) {
-  return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);
-}
+inline float unit_uniform(uint64_t bits) { return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f); }
 
 // Approximately standard normal: the Irwin-Hall sum of four 16-bit uniforms, centred and scaled to
 // unit variance. Bounded tails (|x| <= 2*sqrt(3)) keep quantization ranges tame.

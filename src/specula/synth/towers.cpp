@@ -39,10 +39,11 @@ void vision_tensors(const VisionTowerPreset& v, int64_t text_hidden, const std::
   t.add("vision_tower.patch_embedder.position_embedding_table", {2, v.position_embedding_size, h}, Kind::Table);
   for (int l = 0; l < v.num_layers; ++l) {
     const std::string L = fmt::format("vision_tower.encoder.layers.{}.", l);
-    for (const char* norm : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-                             "post_feedforward_layernorm"})
+    for (const char* norm :
+         {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"})
       t.add(L + norm + ".weight", {h}, Kind::Norm);
-    for (const char* p : {"q_proj", "k_proj", "v_proj"}) t.clipped_linear(L + "self_attn." + p, q, h, v.clipped_linears);
+    for (const char* p : {"q_proj", "k_proj", "v_proj"})
+      t.clipped_linear(L + "self_attn." + p, q, h, v.clipped_linears);
     t.clipped_linear(L + "self_attn.o_proj", h, q, v.clipped_linears);
     t.add(L + "self_attn.q_norm.weight", {v.head_dim}, Kind::Norm);
     t.add(L + "self_attn.k_norm.weight", {v.head_dim}, Kind::Norm);
@@ -81,7 +82,8 @@ void audio_tensors(const AudioTowerPreset& a, int64_t text_hidden, const std::st
     for (const char* p : {"q_proj", "k_proj", "v_proj", "post"}) t.clipped_linear(L + "self_attn." + p, h, h, true);
     t.add(L + "self_attn.relative_k_proj.weight", {h, h}, Kind::Linear);
     t.add(L + "self_attn.per_dim_scale", {h / a.num_heads}, Kind::Bias);
-    for (const char* norm : {"norm_pre_attn", "norm_post_attn", "norm_out"}) t.add(L + norm + ".weight", {h}, Kind::Norm);
+    for (const char* norm : {"norm_pre_attn", "norm_post_attn", "norm_out"})
+      t.add(L + norm + ".weight", {h}, Kind::Norm);
     t.add(L + "lconv1d.pre_layer_norm.weight", {h}, Kind::Norm);
     t.clipped_linear(L + "lconv1d.linear_start", 2 * h, h, true);
     t.add(L + "lconv1d.depthwise_conv1d.weight", {h, 1, a.conv_kernel_size}, Kind::Linear);

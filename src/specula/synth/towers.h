@@ -22,10 +22,10 @@ struct TowerTensor {
     ClipBound,  // a clipped linear's input/output bound (a 0-d scalar)
     Bias,
   };
-  std::string name;            // as stored, e.g. "model.vision_tower.encoder.layers.0.mlp.up_proj.linear.weight"
+  std::string name;  // as stored, e.g. "model.vision_tower.encoder.layers.0.mlp.up_proj.linear.weight"
   std::vector<int64_t> shape;
   Kind kind = Kind::Linear;
-  bool lower_bound = false;    // ClipBound: *_min (true) or *_max
+  bool lower_bound = false;  // ClipBound: *_min (true) or *_max
 };
 
 // Every tower tensor of `preset` (vision, then audio), for a text model of width `text_hidden`.

@@ -39,8 +39,7 @@ void remove_stale_weights(const fs::path& dir) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name == "model.safetensors" || name == "model.safetensors.index.json" ||
-        std::regex_match(name, shard)) {
+    if (name == "model.safetensors" || name == "model.safetensors.index.json" || std::regex_match(name, shard)) {
       std::error_code rm;
       fs::remove(entry.path(), rm);
       if (rm) fail("cannot remove stale '{}': {}", entry.path().string(), rm.message());
@@ -51,8 +50,7 @@ void remove_stale_weights(const fs::path& dir) {
 
 }  // namespace
 
-std::vector<std::vector<size_t>> shard_tensors(const std::vector<TensorSpec>& tensors,
-                                               uint64_t max_shard_bytes) {
+std::vector<std::vector<size_t>> shard_tensors(const std::vector<TensorSpec>& tensors, uint64_t max_shard_bytes) {
   std::vector<std::vector<size_t>> shards;
   uint64_t current = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -119,8 +117,7 @@ WrittenCheckpoint write_checkpoint(const CheckpointPlan& plan, const std::string
   bar.finish();
 
   if (shards.size() > 1) {
-    const nlohmann::json index = {{"metadata", {{"total_size", out.tensor_bytes}}},
-                                  {"weight_map", weight_map}};
+    const nlohmann::json index = {{"metadata", {{"total_size", out.tensor_bytes}}}, {"weight_map", weight_map}};
     write_text_file(root / "model.safetensors.index.json", index.dump(2) + "\n");
   }
   return out;

@@ -34,7 +34,6 @@ WrittenCheckpoint write_checkpoint(const CheckpointPlan& plan, const std::string
 
 // The shard assignment write_checkpoint uses: consecutive runs of the (sorted) tensors, each run
 // at most max_shard_bytes unless one tensor alone is larger. Exposed for tests.
-std::vector<std::vector<size_t>> shard_tensors(const std::vector<TensorSpec>& tensors,
-                                               uint64_t max_shard_bytes);
+std::vector<std::vector<size_t>> shard_tensors(const std::vector<TensorSpec>& tensors, uint64_t max_shard_bytes);
 
 }  // namespace specula::synth

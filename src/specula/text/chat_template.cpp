@@ -105,28 +105,34 @@ ChatTemplate ChatTemplate::from_model_dir(const fs::path& model_dir, const std::
       return ChatTemplate(value.get<std::string>(), config_path.string() + " (chat_template)", tokens);
     }
     if (value.is_array()) {
-      return ChatTemplate(select_named(value, name, config_path), config_path.string() + " (chat_template '" + (name.empty() ? "default" : name) + "')",
+      return ChatTemplate(select_named(value, name, config_path),
+                          config_path.string() + " (chat_template '" + (name.empty() ? "default" : name) + "')",
                           tokens);
     }
-    fail("{}: chat_template must be a string or a list of named templates, got {}", config_path.string(), value.type_name());
+    fail("{}: chat_template must be a string or a list of named templates, got {}", config_path.string(),
+         value.type_name());
   }
   const fs::path processor_file = model_dir / "chat_template.json";
   if (fs::exists(processor_file)) {
     const nlohmann::ordered_json processor = read_json(processor_file);
     if (processor.is_object() && processor.contains("chat_template") && processor["chat_template"].is_string()) {
-      return ChatTemplate(processor["chat_template"].get<std::string>(), processor_file.string() + " (chat_template)", tokens);
+      return ChatTemplate(processor["chat_template"].get<std::string>(), processor_file.string() + " (chat_template)",
+                          tokens);
     }
     fail("{}: has no chat_template string", processor_file.string());
   }
   if (!name.empty() && fs::exists(jinja_file)) {
     fail("{}: a single template; no template named '{}'", jinja_file.string(), name);
   }
-  fail("{}: no chat template (looked for chat_template.jinja, the chat_template key of tokenizer_config.json, and chat_template.json)",
-       model_dir.string());
+  fail(
+      "{}: no chat template (looked for chat_template.jinja, the chat_template key of tokenizer_config.json, and "
+      "chat_template.json)",
+      model_dir.string());
 }
 
 ChatTemplate ChatTemplate::from_file(const fs::path& template_file, const fs::path& model_dir) {
-  return ChatTemplate(read_text(template_file), template_file.string(), special_tokens_of(tokenizer_config_of(model_dir)));
+  return ChatTemplate(read_text(template_file), template_file.string(),
+                      special_tokens_of(tokenizer_config_of(model_dir)));
 }
 
 ChatTemplate::ChatTemplate(const std::string& source, std::string origin, nlohmann::ordered_json special_tokens)
@@ -154,7 +160,8 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const n
                                  bool add_generation_prompt, const nlohmann::ordered_json& extra_variables) const {
   if (!messages.is_array()) fail("chat messages must be a JSON array, got {}", messages.type_name());
   if (!tools.is_null() && !tools.is_array()) fail("chat tools must be a JSON array or null, got {}", tools.type_name());
-  if (!extra_variables.is_object()) fail("extra template variables must be a JSON object, got {}", extra_variables.type_name());
+  if (!extra_variables.is_object())
+    fail("extra template variables must be a JSON object, got {}", extra_variables.type_name());
   nlohmann::ordered_json context = nlohmann::ordered_json::object();
   context["messages"] = messages;
   context["tools"] = tools;

@@ -27,16 +27,18 @@ bool has_chat_template(const std::filesystem::path& model_dir);
 class ChatTemplate {
  public:
   // Loads the template of the model in `model_dir`. `name` selects one of several named templates
-  // in tokenizer_config.json (empty: "default"). Throws specula::Error naming the file and key when there is no template or it does
-  // not parse.
+  // in tokenizer_config.json (empty: "default"). Throws specula::Error naming the file and key when there is no
+  // template or it does not parse.
   static ChatTemplate from_model_dir(const std::filesystem::path& model_dir, const std::string& name = "");
 
   // The template in `template_file` (an override), with the special tokens of `model_dir`'s
   // tokenizer_config.json when `model_dir` is non-empty and has one.
-  static ChatTemplate from_file(const std::filesystem::path& template_file, const std::filesystem::path& model_dir = {});
+  static ChatTemplate from_file(const std::filesystem::path& template_file,
+                                const std::filesystem::path& model_dir = {});
 
   // A template from text; `special_tokens` is an object such as {"bos_token": "<bos>"}.
-  ChatTemplate(const std::string& source, std::string origin, nlohmann::ordered_json special_tokens = nlohmann::ordered_json::object());
+  ChatTemplate(const std::string& source, std::string origin,
+               nlohmann::ordered_json special_tokens = nlohmann::ordered_json::object());
 
   // messages: array of {role, content, ...}; tools: array or null; extra_variables: object whose
   // entries are added to (and override) the template variables. Keys keep the caller's order.

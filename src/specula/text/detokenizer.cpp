@@ -20,7 +20,9 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 }  // namespace
 
 StreamingDetokenizer::StreamingDetokenizer(const Tokenizer& tokenizer, DetokenizerOptions options)
-    : tokenizer_(tokenizer), options_(std::move(options)), hidden_(options_.hidden_ids.begin(), options_.hidden_ids.end()) {}
+    : tokenizer_(tokenizer),
+      options_(std::move(options)),
+      hidden_(options_.hidden_ids.begin(), options_.hidden_ids.end()) {}
 
 std::string StreamingDetokenizer::push(int32_t id) {
   if (hidden_.count(id) != 0) return {};

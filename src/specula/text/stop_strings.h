@@ -15,7 +15,7 @@ class StopStringMatcher {
   explicit StopStringMatcher(std::vector<std::string> stops);
 
   struct Step {
-    std::string text;     // safe to emit now
+    std::string text;      // safe to emit now
     bool stopped = false;  // a stop string was found; nothing more will be emitted
   };
   // Feeds newly decoded text. After a stop, returns empty steps with stopped = true.

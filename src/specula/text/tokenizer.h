@@ -63,9 +63,9 @@ class Tokenizer {
   std::string source_;
   std::vector<AddedToken> added_;
   std::unordered_map<std::string, int32_t> added_ids_;  // content -> id
-  std::vector<int32_t> added_index_by_id_;  // id -> index into added_ (-1: not an added token)
-  AddedTokenMatcher raw_matcher_;            // tokens with normalized == false, matched on the input
-  AddedTokenMatcher normalized_matcher_;     // tokens with normalized == true, matched after normalizing
+  std::vector<int32_t> added_index_by_id_;              // id -> index into added_ (-1: not an added token)
+  AddedTokenMatcher raw_matcher_;                       // tokens with normalized == false, matched on the input
+  AddedTokenMatcher normalized_matcher_;                // tokens with normalized == true, matched after normalizing
   std::unique_ptr<Normalizer> normalizer_;
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   std::unique_ptr<BpeModel> model_;

@@ -42,8 +42,8 @@ size_t table_size_for(size_t n) {
 struct Candidate {
   uint32_t rank;
   int32_t pos;
-  int32_t right;                 // index of the right symbol when queued
-  int32_t left_id, right_id;     // the pair's ids when queued: unchanged ids mean still valid
+  int32_t right;                              // index of the right symbol when queued
+  int32_t left_id, right_id;                  // the pair's ids when queued: unchanged ids mean still valid
   bool operator<(const Candidate& o) const {  // "lower priority than" for std::push_heap
     return rank != o.rank ? rank > o.rank : pos > o.pos;
   }
@@ -176,8 +176,7 @@ std::unique_ptr<BpeModel> BpeModel::build(const TokenizerFile& file, const nlohm
     const auto id = static_cast<int32_t>(file.vocab_ids[i]);
     if (!m->vocab_.insert(tok, id)) json_fail(at.field("vocab"), fmt::format("token \"{}\" appears twice", tok));
     if (seen[id]) {
-      json_fail(at.field("vocab"), fmt::format("id {} is used by both \"{}\" and \"{}\"", id,
-                                               m->id_to_token(id), tok));
+      json_fail(at.field("vocab"), fmt::format("id {} is used by both \"{}\" and \"{}\"", id, m->id_to_token(id), tok));
     }
     seen[id] = true;
     m->id_tokens_[id] = StringSpan{static_cast<uint32_t>(m->id_strings_.size()), static_cast<uint32_t>(tok.size())};
@@ -206,7 +205,8 @@ std::unique_ptr<BpeModel> BpeModel::build(const TokenizerFile& file, const nlohm
   // Merges: rank = position in the list; the merged token must be in the vocabulary.
   const size_t merge_count = file.merge_left.size();
   if (static_cast<int64_t>(merge_count) > MergeMap::kMaxRank + 1) {
-    json_fail(at.field("merges"), fmt::format("{} merges exceed the supported {}", merge_count, MergeMap::kMaxRank + 1));
+    json_fail(at.field("merges"),
+              fmt::format("{} merges exceed the supported {}", merge_count, MergeMap::kMaxRank + 1));
   }
   // Lookups are prefetched kAhead merges in advance: loading is bound by cache misses.
   constexpr size_t kAhead = 16;
@@ -241,7 +241,8 @@ std::unique_ptr<BpeModel> BpeModel::build(const TokenizerFile& file, const nlohm
     if (lid < 0 || rid < 0 || mid < 0) {
       const std::string_view missing = lid < 0 ? l : rid < 0 ? r : std::string_view(joined);
       json_fail(at.field("merges").index(i), fmt::format("merge (\"{}\", \"{}\") uses \"{}\", which is not in the "
-                                                         "vocabulary", l, r, missing));
+                                                         "vocabulary",
+                                                         l, r, missing));
     }
     resolved[i] = Resolved{lid, rid, mid};
   }

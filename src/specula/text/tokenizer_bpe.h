@@ -46,7 +46,7 @@ class TokenStringMap {
 // cache misses on this table.
 class MergeMap {
  public:
-  static constexpr int64_t kMaxId = (int64_t{1} << 21) - 2;    // the all-ones id marks empty slots
+  static constexpr int64_t kMaxId = (int64_t{1} << 21) - 2;  // the all-ones id marks empty slots
   static constexpr int64_t kMaxRank = (int64_t{1} << 22) - 1;
 
   void reserve(size_t n);
@@ -61,9 +61,7 @@ class MergeMap {
       if (e == kEmpty) return -1;
     }
   }
-  void prefetch(int32_t left, int32_t right) const {
-    __builtin_prefetch(&entries_[hash(pack(left, right)) & mask_]);
-  }
+  void prefetch(int32_t left, int32_t right) const { __builtin_prefetch(&entries_[hash(pack(left, right)) & mask_]); }
   size_t size() const { return size_; }
 
  private:
@@ -83,7 +81,7 @@ struct BpeOptions {
   bool byte_fallback = false;
   bool fuse_unk = false;
   bool ignore_merges = false;
-  std::string unk_token;  // empty: characters outside the vocabulary are dropped
+  std::string unk_token;          // empty: characters outside the vocabulary are dropped
   size_t cache_capacity = 10000;  // words remembered (0 disables the cache)
 };
 

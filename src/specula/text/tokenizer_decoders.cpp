@@ -19,7 +19,8 @@ int hex_digit(char c) {
 
 class ReplaceDecoder final : public Decoder {
  public:
-  ReplaceDecoder(std::string pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  ReplaceDecoder(std::string pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (std::string& t : tokens) {
       if (t.find(pattern_) != std::string::npos) t = replace_literal(t, pattern_, content_);
@@ -73,7 +74,8 @@ class FuseDecoder final : public Decoder {
 // Removes up to `start` leading and `stop` trailing copies of the character `content` per token.
 class StripDecoder final : public Decoder {
  public:
-  StripDecoder(std::string content, size_t start, size_t stop) : content_(std::move(content)), start_(start), stop_(stop) {}
+  StripDecoder(std::string content, size_t start, size_t stop)
+      : content_(std::move(content)), start_(start), stop_(stop) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     if (content_.empty()) return;
     for (std::string& t : tokens) {

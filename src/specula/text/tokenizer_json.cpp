@@ -41,7 +41,8 @@ class TokenizerJsonSax final : public nlohmann::json_sax<json> {
 
   bool start_object(std::size_t) override {
     if (mode_ == Mode::Vocab) fail("{}: model.vocab[\"{}\"] must be an integer id, got an object", out_.source, key_);
-    if (mode_ == Mode::Merges) fail("{}: model.merges[{}] must be a pair of strings, got an object", out_.source, merge_count());
+    if (mode_ == Mode::Merges)
+      fail("{}: model.merges[{}] must be a pair of strings, got an object", out_.source, merge_count());
     if (capture_next_ == Capture::Vocab) {
       capture_next_ = Capture::None;
       mode_ = Mode::Vocab;
@@ -83,7 +84,8 @@ class TokenizerJsonSax final : public nlohmann::json_sax<json> {
   bool start_array(std::size_t) override {
     if (mode_ == Mode::Vocab) fail("{}: model.vocab[\"{}\"] must be an integer id, got an array", out_.source, key_);
     if (mode_ == Mode::Merges) {
-      if (in_pair_) fail("{}: model.merges[{}] must be a pair of strings, got a nested array", out_.source, merge_count());
+      if (in_pair_)
+        fail("{}: model.merges[{}] must be a pair of strings, got a nested array", out_.source, merge_count());
       in_pair_ = true;
       pair_size_ = 0;
       return true;

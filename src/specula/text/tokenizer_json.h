@@ -18,11 +18,11 @@ struct StringSpan {
 };
 
 struct TokenizerFile {
-  std::string source;          // file path or a caller-given name, used in error messages
-  nlohmann::json config;       // the whole document minus model.vocab and model.merges
-  bool has_vocab = false;      // model.vocab was an object (BPE / WordPiece style)
+  std::string source;      // file path or a caller-given name, used in error messages
+  nlohmann::json config;   // the whole document minus model.vocab and model.merges
+  bool has_vocab = false;  // model.vocab was an object (BPE / WordPiece style)
   bool has_merges = false;
-  std::string strings;         // arena holding every vocab token and merge half
+  std::string strings;                   // arena holding every vocab token and merge half
   std::vector<StringSpan> vocab_tokens;  // model.vocab keys, in file order
   std::vector<int64_t> vocab_ids;        // their ids
   std::vector<StringSpan> merge_left;    // model.merges[i] = (left, right)

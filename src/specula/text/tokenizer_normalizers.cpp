@@ -86,7 +86,8 @@ std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& j, const JsonP
   }
   if (type == "Prepend") return std::make_unique<PrependNormalizer>(json_string(j, "prepend", at));
   if (type == "Strip") {
-    return std::make_unique<StripNormalizer>(json_bool(j, "strip_left", at, true), json_bool(j, "strip_right", at, true));
+    return std::make_unique<StripNormalizer>(json_bool(j, "strip_left", at, true),
+                                             json_bool(j, "strip_right", at, true));
   }
   if (type == "Sequence") {
     const nlohmann::json& list = json_member(j, "normalizers", at);

@@ -42,8 +42,9 @@ SplitBehavior parse_behavior(const std::string& name, const JsonPath& at) {
   if (name == "MergedWithPrevious") return SplitBehavior::MergedWithPrevious;
   if (name == "MergedWithNext") return SplitBehavior::MergedWithNext;
   if (name == "Contiguous") return SplitBehavior::Contiguous;
-  json_fail(at, "unknown split behavior \"" + name + "\" (expected Removed, Isolated, MergedWithPrevious, "
-                "MergedWithNext or Contiguous)");
+  json_fail(at, "unknown split behavior \"" + name +
+                    "\" (expected Removed, Isolated, MergedWithPrevious, "
+                    "MergedWithNext or Contiguous)");
 }
 
 struct Segment {

@@ -49,8 +49,7 @@ size_t utf8_valid_prefix(std::string_view bytes) {
 
 bool unicode_is_whitespace(char32_t cp) {
   return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
-         cp == 0x205F || cp == 0x3000;
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 bool unicode_is_word_char(char32_t cp) {
@@ -58,11 +57,11 @@ bool unicode_is_word_char(char32_t cp) {
     return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
   }
   if (unicode_is_whitespace(cp)) return false;
-  if (cp >= 0x80 && cp <= 0xBF) return false;      // Latin-1 controls, punctuation and symbols
-  if (cp >= 0x2000 && cp <= 0x2BFF) return false;  // punctuation, arrows, math, shapes
-  if (cp >= 0x3000 && cp <= 0x303F) return false;  // CJK punctuation
-  if (cp >= 0xFE30 && cp <= 0xFE4F) return false;  // CJK compatibility forms
-  if (cp >= 0xFF00 && cp <= 0xFF0F) return false;  // fullwidth punctuation
+  if (cp >= 0x80 && cp <= 0xBF) return false;        // Latin-1 controls, punctuation and symbols
+  if (cp >= 0x2000 && cp <= 0x2BFF) return false;    // punctuation, arrows, math, shapes
+  if (cp >= 0x3000 && cp <= 0x303F) return false;    // CJK punctuation
+  if (cp >= 0xFE30 && cp <= 0xFE4F) return false;    // CJK compatibility forms
+  if (cp >= 0xFF00 && cp <= 0xFF0F) return false;    // fullwidth punctuation
   if (cp >= 0x1F000 && cp <= 0x1FAFF) return false;  // emoji and pictographs
   return true;
 }

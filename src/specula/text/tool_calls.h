@@ -17,8 +17,8 @@ struct ToolCall {
 };
 
 struct ToolCallExtraction {
-  std::string content;             // the text outside tool-call blocks
-  std::vector<ToolCall> calls;     // in order of appearance
+  std::string content;              // the text outside tool-call blocks
+  std::vector<ToolCall> calls;      // in order of appearance
   std::vector<std::string> errors;  // one per malformed block (its text is kept in `content`)
 };
 

@@ -34,13 +34,13 @@ inline uint16_t f32_to_f16(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return sign | 0x7e00u;             // NaN
-  if (a >= 0x477ff000u) return sign | 0x7c00u;            // overflow (>= 65520) -> inf
-  if (a < 0x38800000u) {                                   // below the smallest normal half
+  if (a > 0x7f800000u) return sign | 0x7e00u;               // NaN
+  if (a >= 0x477ff000u) return sign | 0x7c00u;              // overflow (>= 65520) -> inf
+  if (a < 0x38800000u) {                                    // below the smallest normal half
     const float v = std::bit_cast<float>(a) * 16777216.0f;  // scale by 2^24: exact
     return sign | static_cast<uint16_t>(std::nearbyint(v));
   }
-  uint32_t r = a - 0x38000000u;                            // rebias exponent 127 -> 15
+  uint32_t r = a - 0x38000000u;  // rebias exponent 127 -> 15
   r += 0xfffu + ((r >> 13) & 1u);
   return sign | static_cast<uint16_t>(r >> 13);
 }

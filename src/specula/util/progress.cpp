@@ -22,8 +22,7 @@ std::string format_bytes(uint64_t bytes) {
 
 ProgressBar::ProgressBar(std::string label, uint64_t total, Mode mode, std::FILE* out)
     : label_(std::move(label)), total_(total), out_(out) {
-  enabled_ = out_ != nullptr &&
-             (mode == Mode::Always || (mode == Mode::Auto && ::isatty(::fileno(out_)) == 1));
+  enabled_ = out_ != nullptr && (mode == Mode::Always || (mode == Mode::Auto && ::isatty(::fileno(out_)) == 1));
   start_ = last_draw_ = std::chrono::steady_clock::now();
 }
 
@@ -34,8 +33,7 @@ ProgressBar::~ProgressBar() {
   }
 }
 
-std::string ProgressBar::render(const std::string& label, uint64_t done, uint64_t total, double seconds,
-                                int width) {
+std::string ProgressBar::render(const std::string& label, uint64_t done, uint64_t total, double seconds, int width) {
   const double frac = total == 0 ? 1.0 : std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
   const int filled = static_cast<int>(std::floor(frac * width));
   std::string bar(static_cast<size_t>(filled), '#');

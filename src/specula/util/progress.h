@@ -24,8 +24,7 @@ class ProgressBar {
   void finish();
 
   // The text of one bar line, e.g. "writing [#######.............]  35%  1.2 GB / 3.4 GB  410 MB/s".
-  static std::string render(const std::string& label, uint64_t done, uint64_t total, double seconds,
-                            int width = 30);
+  static std::string render(const std::string& label, uint64_t done, uint64_t total, double seconds, int width = 30);
 
  private:
   void draw(bool final_line);

@@ -159,13 +159,11 @@ void ThreadPool::worker_loop(int index) {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain,
-                              const std::function<void(int, int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int, int64_t, int64_t)>& fn) {
   run_job(n, grain, false, fn);
 }
 
-void ThreadPool::parallel_for_balanced(int64_t n, int64_t grain,
-                                       const std::function<void(int, int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for_balanced(int64_t n, int64_t grain, const std::function<void(int, int64_t, int64_t)>& fn) {
   run_job(n, grain, true, fn);
 }
 

@@ -26,8 +26,7 @@ class ThreadPool {
 
   // Calls fn(worker, begin, end) on disjoint ranges covering [0, n). Range boundaries are
   // multiples of `grain` (except the end). Blocks until all are done; rethrows the first exception.
-  void parallel_for(int64_t n, int64_t grain,
-                    const std::function<void(int worker, int64_t begin, int64_t end)>& fn);
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int worker, int64_t begin, int64_t end)>& fn);
 
   // Like parallel_for, for work whose bytes do not depend on which thread computes which range
   // (a matmul's output rows): each worker starts on the range parallel_for would give it and claims

@@ -36,21 +36,35 @@ enum class ExprKind {
 struct Expr {
   ExprKind kind;
   int line = 0;
-  Value value;                        // Literal
-  std::string name;                   // Name, GetAttr, Filter, Test, Unary/Binary op
-  ExprPtr object;                     // operand of postfix forms, filters, tests, unary; left of Binary/Compare
-  ExprPtr right;                      // right of Binary
-  std::vector<ExprPtr> items;         // List/Tuple items, Dict values, Call/Filter/Test args, Slice parts
-  std::vector<ExprPtr> keys;          // Dict keys
+  Value value;                 // Literal
+  std::string name;            // Name, GetAttr, Filter, Test, Unary/Binary op
+  ExprPtr object;              // operand of postfix forms, filters, tests, unary; left of Binary/Compare
+  ExprPtr right;               // right of Binary
+  std::vector<ExprPtr> items;  // List/Tuple items, Dict values, Call/Filter/Test args, Slice parts
+  std::vector<ExprPtr> keys;   // Dict keys
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
-  std::vector<std::string> ops;       // Compare operators
+  std::vector<std::string> ops;  // Compare operators
   bool is_tuple = false;
-  bool negated = false;               // Test: `is not`
+  bool negated = false;  // Test: `is not`
 
   Expr(ExprKind k, int l) : kind(k), line(l) {}
 };
 
-enum class StmtKind { Text, Output, If, For, Set, SetBlock, Macro, CallBlock, FilterBlock, Break, Continue, With, Scope };
+enum class StmtKind {
+  Text,
+  Output,
+  If,
+  For,
+  Set,
+  SetBlock,
+  Macro,
+  CallBlock,
+  FilterBlock,
+  Break,
+  Continue,
+  With,
+  Scope
+};
 
 // One `name(args)` of a filter chain in `{% filter %}` or `{% set x | f %}`.
 struct FilterCall {
@@ -68,17 +82,17 @@ struct MacroParam {
 struct Stmt {
   StmtKind kind;
   int line = 0;
-  std::string text;                                    // Text; Macro name
-  ExprPtr expr;                                        // Output, Set value, For iterable, CallBlock call
-  std::vector<std::pair<ExprPtr, Body>> branches;      // If: (condition, body) in order
-  Body body;                                           // For/SetBlock/Macro/CallBlock/FilterBlock/With/Scope body
-  Body else_body;                                      // If/For else
-  std::vector<std::string> targets;                    // For/Set names (several: tuple unpacking)
-  std::string attribute;                               // Set: `ns.attribute = ...` (targets[0] is ns)
-  ExprPtr filter_condition;                            // For: `for x in y if cond`
-  bool recursive = false;                              // For: `recursive` (loop(...) calls)
-  std::vector<FilterCall> filters;                     // FilterBlock / SetBlock filters
-  std::vector<MacroParam> params;                      // Macro / CallBlock caller params
+  std::string text;                                          // Text; Macro name
+  ExprPtr expr;                                              // Output, Set value, For iterable, CallBlock call
+  std::vector<std::pair<ExprPtr, Body>> branches;            // If: (condition, body) in order
+  Body body;                                                 // For/SetBlock/Macro/CallBlock/FilterBlock/With/Scope body
+  Body else_body;                                            // If/For else
+  std::vector<std::string> targets;                          // For/Set names (several: tuple unpacking)
+  std::string attribute;                                     // Set: `ns.attribute = ...` (targets[0] is ns)
+  ExprPtr filter_condition;                                  // For: `for x in y if cond`
+  bool recursive = false;                                    // For: `recursive` (loop(...) calls)
+  std::vector<FilterCall> filters;                           // FilterBlock / SetBlock filters
+  std::vector<MacroParam> params;                            // Macro / CallBlock caller params
   std::vector<std::pair<std::string, ExprPtr>> assignments;  // With
 
   Stmt(StmtKind k, int l) : kind(k), line(l) {}

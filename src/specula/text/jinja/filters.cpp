@@ -85,7 +85,9 @@ Value f_upper(CallArgs& a) { return Value::from_string(py_upper(subject(a).str()
 Value f_lower(CallArgs& a) { return Value::from_string(py_lower(subject(a).str())); }
 Value f_title(CallArgs& a) { return Value::from_string(py_title(subject(a).str())); }
 Value f_capitalize(CallArgs& a) { return Value::from_string(py_capitalize(subject(a).str())); }
-Value f_trim(CallArgs& a) { return Value::from_string(py_strip(subject(a).str(), string_param(a, 1, "chars"), true, true)); }
+Value f_trim(CallArgs& a) {
+  return Value::from_string(py_strip(subject(a).str(), string_param(a, 1, "chars"), true, true));
+}
 Value f_safe(CallArgs& a) { return subject(a); }
 Value f_list(CallArgs& a) { return list_of(iterate(subject(a))); }
 
@@ -202,7 +204,8 @@ Value f_sum(CallArgs& a) {
   const auto attribute = string_param(a, 1, "attribute");
   const Value* start = param(a, 2, "start");
   Value total = start ? *start : Value::from_int(0);
-  for (const Value& item : iterate(subject(a))) total = binary_op("+", total, attribute ? attribute_path(item, *attribute) : item);
+  for (const Value& item : iterate(subject(a)))
+    total = binary_op("+", total, attribute ? attribute_path(item, *attribute) : item);
   return total;
 }
 
@@ -349,7 +352,8 @@ Value f_round(CallArgs& a) {
   const Value* precision_value = param(a, 1, "precision");
   const int64_t precision = precision_value && precision_value->kind == Kind::Int ? precision_value->integer : 0;
   const std::string method = string_param(a, 2, "method").value_or("common");
-  if (method == "common" && v.kind != Kind::Float && precision >= 0) return Value::from_int(v.kind == Kind::Bool ? v.boolean : v.integer);
+  if (method == "common" && v.kind != Kind::Float && precision >= 0)
+    return Value::from_int(v.kind == Kind::Bool ? v.boolean : v.integer);
   const double scale = std::pow(10.0, static_cast<double>(precision));
   const double x = v.as_double() * scale;
   double r;
@@ -377,7 +381,9 @@ Value f_replace(CallArgs& a) {
 Value f_indent(CallArgs& a) {
   const Value* width = param(a, 1, "width");
   std::string indention = "    ";
-  if (width) indention = width->is_string() ? width->text : std::string(static_cast<size_t>(std::max<int64_t>(0, width->integer)), ' ');
+  if (width)
+    indention =
+        width->is_string() ? width->text : std::string(static_cast<size_t>(std::max<int64_t>(0, width->integer)), ' ');
   const bool first = bool_param(a, 2, "first", false);
   const bool blank = bool_param(a, 3, "blank", false);
   std::vector<std::string> lines = py_split(subject(a).str() + "\n", std::string("\n"), -1);
@@ -396,7 +402,8 @@ Value f_indent(CallArgs& a) {
 
 Value f_batch(CallArgs& a) {
   const Value* size_value = param(a, 1, "linecount");
-  if (!size_value || size_value->kind != Kind::Int || size_value->integer <= 0) op_fail("batch filter needs a positive line count");
+  if (!size_value || size_value->kind != Kind::Int || size_value->integer <= 0)
+    op_fail("batch filter needs a positive line count");
   const Value* fill = param(a, 2, "fill_with");
   const auto size = static_cast<size_t>(size_value->integer);
   Value out = Value::new_list();
@@ -434,8 +441,8 @@ Value f_format(CallArgs& a) {
     for (const auto& [k, v] : a.keywords) mapping.dict->set(Value::from_string(k), v);
     return Value::from_string(percent_format(subject(a).str(), mapping));
   }
-  return Value::from_string(
-      percent_format(subject(a).str(), Value::new_list(std::vector<Value>(a.positional.begin() + 1, a.positional.end()), true)));
+  return Value::from_string(percent_format(
+      subject(a).str(), Value::new_list(std::vector<Value>(a.positional.begin() + 1, a.positional.end()), true)));
 }
 
 Value f_attr(CallArgs& a) {
@@ -447,7 +454,8 @@ Value f_attr(CallArgs& a) {
 Value f_center(CallArgs& a) {
   const std::string s = subject(a).str();
   const Value* width_value = param(a, 1, "width");
-  const auto width = static_cast<size_t>(width_value && width_value->kind == Kind::Int ? std::max<int64_t>(0, width_value->integer) : 80);
+  const auto width = static_cast<size_t>(
+      width_value && width_value->kind == Kind::Int ? std::max<int64_t>(0, width_value->integer) : 80);
   const size_t len = code_point_count(s);
   if (width <= len) return Value::from_string(s);
   const size_t total = width - len;
@@ -457,27 +465,48 @@ Value f_center(CallArgs& a) {
 
 const std::unordered_map<std::string_view, FilterFn>& registry() {
   static const std::unordered_map<std::string_view, FilterFn> filters = {
-      {"abs", f_abs},           {"attr", f_attr},
-      {"batch", f_batch},       {"capitalize", f_capitalize},
-      {"center", f_center},     {"count", f_length},
-      {"d", f_default},         {"default", f_default},
-      {"dictsort", f_dictsort}, {"e", f_escape},
-      {"escape", f_escape},     {"first", f_first},
-      {"float", f_float},       {"format", f_format},
-      {"indent", f_indent},     {"int", f_int},
-      {"items", f_items},       {"join", f_join},
-      {"last", f_last},         {"length", f_length},
-      {"list", f_list},         {"lower", f_lower},
-      {"map", f_map},           {"max", f_max},
-      {"min", f_min},           {"reject", f_reject},
-      {"rejectattr", f_rejectattr}, {"replace", f_replace},
-      {"reverse", f_reverse},   {"round", f_round},
-      {"safe", f_safe},         {"select", f_select},
-      {"selectattr", f_selectattr}, {"sort", f_sort},
-      {"string", f_string},     {"sum", f_sum},
-      {"title", f_title},       {"tojson", f_tojson},
-      {"trim", f_trim},         {"unique", f_unique},
-      {"upper", f_upper},       {"wordcount", f_wordcount},
+      {"abs", f_abs},
+      {"attr", f_attr},
+      {"batch", f_batch},
+      {"capitalize", f_capitalize},
+      {"center", f_center},
+      {"count", f_length},
+      {"d", f_default},
+      {"default", f_default},
+      {"dictsort", f_dictsort},
+      {"e", f_escape},
+      {"escape", f_escape},
+      {"first", f_first},
+      {"float", f_float},
+      {"format", f_format},
+      {"indent", f_indent},
+      {"int", f_int},
+      {"items", f_items},
+      {"join", f_join},
+      {"last", f_last},
+      {"length", f_length},
+      {"list", f_list},
+      {"lower", f_lower},
+      {"map", f_map},
+      {"max", f_max},
+      {"min", f_min},
+      {"reject", f_reject},
+      {"rejectattr", f_rejectattr},
+      {"replace", f_replace},
+      {"reverse", f_reverse},
+      {"round", f_round},
+      {"safe", f_safe},
+      {"select", f_select},
+      {"selectattr", f_selectattr},
+      {"sort", f_sort},
+      {"string", f_string},
+      {"sum", f_sum},
+      {"title", f_title},
+      {"tojson", f_tojson},
+      {"trim", f_trim},
+      {"unique", f_unique},
+      {"upper", f_upper},
+      {"wordcount", f_wordcount},
   };
   return filters;
 }

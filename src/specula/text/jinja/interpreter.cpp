@@ -55,15 +55,18 @@ class Interpreter {
       a.check_keywords("range", {});
       std::vector<int64_t> n;
       for (const auto& v : a.positional) {
-        if (v.kind != Kind::Int && v.kind != Kind::Bool) op_fail(fmt::format("'{}' object cannot be interpreted as an integer", v.type_name()));
+        if (v.kind != Kind::Int && v.kind != Kind::Bool)
+          op_fail(fmt::format("'{}' object cannot be interpreted as an integer", v.type_name()));
         n.push_back(v.kind == Kind::Bool ? v.boolean : v.integer);
       }
       if (n.empty() || n.size() > 3) op_fail(fmt::format("range expected 1 to 3 arguments, got {}", n.size()));
-      const int64_t start = n.size() == 1 ? 0 : n[0], stop = n.size() == 1 ? n[0] : n[1], step = n.size() == 3 ? n[2] : 1;
+      const int64_t start = n.size() == 1 ? 0 : n[0], stop = n.size() == 1 ? n[0] : n[1],
+                    step = n.size() == 3 ? n[2] : 1;
       if (step == 0) op_fail("range() arg 3 must not be zero");
       const int64_t count = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
                                      : (start > stop ? (start - stop - step - 1) / -step : 0);
-      if (count > kMaxRangeItems) op_fail(fmt::format("range() of {} items exceeds the limit of {}", count, kMaxRangeItems));
+      if (count > kMaxRangeItems)
+        op_fail(fmt::format("range() of {} items exceeds the limit of {}", count, kMaxRangeItems));
       Value out = Value::new_list();
       out.list->items.reserve(static_cast<size_t>(count));
       for (int64_t i = 0, v = start; i < count; ++i, v += step) out.list->items.push_back(Value::from_int(v));
@@ -107,7 +110,8 @@ class Interpreter {
       }
       char buffer[512];
       const size_t n = std::strftime(buffer, sizeof buffer, format->text.c_str(), &now);
-      if (n == 0 && !format->text.empty()) op_fail(fmt::format("strftime_now('{}') produced no text or too much", format->text));
+      if (n == 0 && !format->text.empty())
+        op_fail(fmt::format("strftime_now('{}') produced no text or too much", format->text));
       return Value::from_string(std::string(buffer, n));
     });
   }
@@ -168,12 +172,12 @@ class Interpreter {
         CallArgs args = eval_args(call.items, call.kwargs, scope);
         const Stmt* block = &s;
         args.keywords.emplace_back("caller", Value::from_function("caller", [this, block, scope](CallArgs& a) {
-          auto inner = child_of(scope);
-          bind_params(block->params, a, *inner, "caller");
-          std::string text;
-          exec_body(block->body, inner, text);
-          return Value::from_string(std::move(text));
-        }));
+                                     auto inner = child_of(scope);
+                                     bind_params(block->params, a, *inner, "caller");
+                                     std::string text;
+                                     exec_body(block->body, inner, text);
+                                     return Value::from_string(std::move(text));
+                                   }));
         out += call_value(callee, args).str();
         return Flow::Normal;
       }
@@ -292,7 +296,8 @@ class Interpreter {
       bool matched = false;
       for (size_t i = 0; i < params.size(); ++i) {
         if (params[i].name != key) continue;
-        if (i < args.positional.size()) op_fail(fmt::format("macro '{}' got multiple values for argument '{}'", name, key));
+        if (i < args.positional.size())
+          op_fail(fmt::format("macro '{}' got multiple values for argument '{}'", name, key));
         scope.vars[key] = value;
         matched = true;
       }
@@ -301,9 +306,9 @@ class Interpreter {
     auto self = std::shared_ptr<Scope>(&scope, [](Scope*) {});  // defaults see earlier parameters
     for (size_t i = args.positional.size(); i < params.size(); ++i) {
       if (scope.vars.count(params[i].name)) continue;
-      scope.vars[params[i].name] = params[i].default_value
-                                       ? eval(*params[i].default_value, self)
-                                       : Value::undefined(fmt::format("parameter '{}' was not provided", params[i].name));
+      scope.vars[params[i].name] =
+          params[i].default_value ? eval(*params[i].default_value, self)
+                                  : Value::undefined(fmt::format("parameter '{}' was not provided", params[i].name));
     }
     scope.vars["varargs"] = std::move(varargs);
     scope.vars["kwargs"] = std::move(kwargs);
@@ -317,7 +322,8 @@ class Interpreter {
       ScopePtr parent = weak.lock();
       if (!parent) op_fail(fmt::format("macro '{}' is called outside the scope that defined it", macro->text));
       if (call_depth_ >= options_.max_call_depth) {
-        op_fail(fmt::format("macro '{}': calls nested deeper than {} (runaway recursion?)", macro->text, options_.max_call_depth));
+        op_fail(fmt::format("macro '{}': calls nested deeper than {} (runaway recursion?)", macro->text,
+                            options_.max_call_depth));
       }
       auto scope = child_of(parent);
       bind_params(macro->params, args, *scope, macro->text);
@@ -344,8 +350,8 @@ class Interpreter {
     return Value::undefined(fmt::format("'{}' is undefined", name));
   }
 
-  CallArgs eval_args(const std::vector<ExprPtr>& positional, const std::vector<std::pair<std::string, ExprPtr>>& keywords,
-                     const ScopePtr& scope) {
+  CallArgs eval_args(const std::vector<ExprPtr>& positional,
+                     const std::vector<std::pair<std::string, ExprPtr>>& keywords, const ScopePtr& scope) {
     CallArgs args;
     args.positional.reserve(positional.size());
     for (const auto& e : positional) args.positional.push_back(eval(*e, scope));
@@ -439,7 +445,8 @@ class Interpreter {
       case ExprKind::Conditional: {
         if (eval(*e.items[1], scope).truthy()) return eval(*e.items[0], scope);
         if (e.items[2]) return eval(*e.items[2], scope);
-        return Value::undefined(fmt::format("the inline if-expression on line {} evaluated to false and no else section was defined.", e.line));
+        return Value::undefined(fmt::format(
+            "the inline if-expression on line {} evaluated to false and no else section was defined.", e.line));
       }
     }
     return Value::undefined("unknown expression");

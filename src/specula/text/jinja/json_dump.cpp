@@ -93,7 +93,9 @@ void dump(std::string& out, const Value& v, const JsonDumpOptions& o, int level)
       }
       std::vector<std::pair<std::string, const Value*>> entries;
       for (const auto& [k, val] : v.dict->entries) entries.emplace_back(key_text(k), &val);
-      if (o.sort_keys) std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      if (o.sort_keys)
+        std::stable_sort(entries.begin(), entries.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
       out.push_back('{');
       for (size_t i = 0; i < entries.size(); ++i) {
         if (i) out += o.item_separator;

@@ -209,7 +209,9 @@ class Lexer {
         if (src_[pos_] == '\n') ++line_;
         ++pos_;
       }
-      if (pos_ >= src_.size()) throw TemplateError(line_, block ? "unexpected end of template, expected '%}'" : "unexpected end of template, expected '}}'");
+      if (pos_ >= src_.size())
+        throw TemplateError(
+            line_, block ? "unexpected end of template, expected '%}'" : "unexpected end of template, expected '}}'");
       if (depth == 0 && end_tag_here(block)) return;
       const char c = src_[pos_];
       if (is_name_start(c)) {
@@ -222,8 +224,8 @@ class Lexer {
       } else if (c == '\'' || c == '"') {
         lex_string(c);
       } else {
-        static const char* const kOperators[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[", "]",
-                                                 "(",  ")",  "{",  "}",  ">",  "<",  "=", ".", ":", "|", ",", ";"};
+        static const char* const kOperators[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[",
+                                                 "]",  "(",  ")",  "{",  "}",  ">",  "<", "=", ".", ":", "|", ",", ";"};
         std::string op;
         for (const char* candidate : kOperators) {
           if (src_.compare(pos_, std::char_traits<char>::length(candidate), candidate) == 0) {
@@ -255,7 +257,8 @@ class Lexer {
     size_t e = pos_;
     auto digits = [&](size_t& p) {
       const size_t s = p;
-      while (p < src_.size() && (is_digit(src_[p]) || (src_[p] == '_' && p + 1 < src_.size() && is_digit(src_[p + 1])))) ++p;
+      while (p < src_.size() && (is_digit(src_[p]) || (src_[p] == '_' && p + 1 < src_.size() && is_digit(src_[p + 1]))))
+        ++p;
       return p > s;
     };
     digits(e);

@@ -11,7 +11,19 @@
 
 namespace specula::jinja {
 
-enum class TokenType { Text, VariableBegin, VariableEnd, BlockBegin, BlockEnd, Name, String, Integer, Float, Operator, End };
+enum class TokenType {
+  Text,
+  VariableBegin,
+  VariableEnd,
+  BlockBegin,
+  BlockEnd,
+  Name,
+  String,
+  Integer,
+  Float,
+  Operator,
+  End
+};
 
 struct Token {
   TokenType type;

@@ -21,7 +21,8 @@ std::optional<std::string> optional_string(const CallArgs& args, size_t index, s
                                            std::string_view param) {
   const Value* v = args.get(index, param);
   if (!v || v->is_none()) return std::nullopt;
-  if (!v->is_string()) op_fail(fmt::format("{}() argument '{}' must be str or None, not {}", method, param, v->type_name()));
+  if (!v->is_string())
+    op_fail(fmt::format("{}() argument '{}' must be str or None, not {}", method, param, v->type_name()));
   return v->text;
 }
 
@@ -54,7 +55,8 @@ std::string str_format(const std::string& format, const CallArgs& args) {
       const size_t close = format.find('}', i);
       if (close == std::string::npos) op_fail("Single '{' encountered in format string");
       const std::string field = format.substr(i + 1, close - i - 1);
-      if (field.find_first_of(":!") != std::string::npos) op_fail(fmt::format("format field '{{{}}}' uses an unsupported format spec", field));
+      if (field.find_first_of(":!") != std::string::npos)
+        op_fail(fmt::format("format field '{{{}}}' uses an unsupported format spec", field));
       const Value* v = nullptr;
       if (field.empty()) {
         v = auto_index < args.positional.size() ? &args.positional[auto_index] : nullptr;
@@ -81,7 +83,8 @@ std::string str_format(const std::string& format, const CallArgs& args) {
 bool affix_matches(const Value* affix, const std::string& text, bool prefix, std::string_view method) {
   if (!affix) op_fail(fmt::format("{}() takes at least 1 argument (0 given)", method));
   auto one = [&](const Value& a) {
-    if (!a.is_string()) op_fail(fmt::format("{} first arg must be str or a tuple of str, not {}", method, a.type_name()));
+    if (!a.is_string())
+      op_fail(fmt::format("{} first arg must be str or a tuple of str, not {}", method, a.type_name()));
     if (a.text.size() > text.size()) return false;
     return prefix ? text.compare(0, a.text.size(), a.text) == 0
                   : text.compare(text.size() - a.text.size(), a.text.size(), a.text) == 0;
@@ -119,7 +122,9 @@ std::optional<Value> string_method(const Value& self, const std::string& name) {
   }
   if (name == "startswith" || name == "endswith") {
     const bool prefix = name == "startswith";
-    return make([s, prefix, name](CallArgs& a) { return Value::from_bool(affix_matches(a.get(0, "prefix"), s, prefix, name)); });
+    return make([s, prefix, name](CallArgs& a) {
+      return Value::from_bool(affix_matches(a.get(0, "prefix"), s, prefix, name));
+    });
   }
   if (name == "upper") return make([s](CallArgs&) { return Value::from_string(py_upper(s)); });
   if (name == "lower") return make([s](CallArgs&) { return Value::from_string(py_lower(s)); });
@@ -161,7 +166,8 @@ std::optional<Value> string_method(const Value& self, const std::string& name) {
       return Value::from_int(n);
     });
   }
-  if (name == "isdigit" || name == "isalpha" || name == "isalnum" || name == "isspace" || name == "islower" || name == "isupper") {
+  if (name == "isdigit" || name == "isalpha" || name == "isalnum" || name == "isspace" || name == "islower" ||
+      name == "isupper") {
     return make([s, name](CallArgs&) {
       if (s.empty()) return Value::from_bool(false);
       bool ok = true;
@@ -223,7 +229,8 @@ std::optional<Value> list_method(const Value& self, const std::string& name) {
   if (list->tuple && name != "index" && name != "count") return std::nullopt;
   if (name == "append") {
     return make([list](CallArgs& a) {
-      if (a.positional.size() != 1) op_fail(fmt::format("append() takes exactly one argument ({} given)", a.positional.size()));
+      if (a.positional.size() != 1)
+        op_fail(fmt::format("append() takes exactly one argument ({} given)", a.positional.size()));
       if (reaches(a.positional[0], list.get())) op_fail("append(): a list cannot contain itself");
       list->items.push_back(a.positional[0]);
       return Value::none();

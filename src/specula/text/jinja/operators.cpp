@@ -21,12 +21,14 @@ constexpr size_t kMaxRepeatItems = size_t{1} << 28;  // 256 Mi characters or ite
 Value repeat(const Value& sequence, int64_t times) {
   if (sequence.is_string()) {
     std::string out;
-    if (times > 0 && sequence.text.size() * static_cast<size_t>(times) > kMaxRepeatItems) op_fail("string repetition is too large");
+    if (times > 0 && sequence.text.size() * static_cast<size_t>(times) > kMaxRepeatItems)
+      op_fail("string repetition is too large");
     for (int64_t i = 0; i < times; ++i) out += sequence.text;
     return Value::from_string(out);
   }
   std::vector<Value> out;
-  if (times > 0 && sequence.list->items.size() * static_cast<size_t>(times) > kMaxRepeatItems) op_fail("sequence repetition is too large");
+  if (times > 0 && sequence.list->items.size() * static_cast<size_t>(times) > kMaxRepeatItems)
+    op_fail("sequence repetition is too large");
   for (int64_t i = 0; i < times; ++i) out.insert(out.end(), sequence.list->items.begin(), sequence.list->items.end());
   return Value::new_list(std::move(out), sequence.list->tuple);
 }
@@ -78,7 +80,8 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
       return Value::new_list(std::move(out), a.list->tuple);
     }
     if (a.is_string()) op_fail(fmt::format("can only concatenate str (not \"{}\") to str", b.type_name()));
-    if (a.is_list()) op_fail(fmt::format("can only concatenate {} (not \"{}\") to {}", a.type_name(), b.type_name(), a.type_name()));
+    if (a.is_list())
+      op_fail(fmt::format("can only concatenate {} (not \"{}\") to {}", a.type_name(), b.type_name(), a.type_name()));
     unsupported("+", a, b);
   }
   if (op == "-") {
@@ -143,7 +146,8 @@ Value unary_op(std::string_view op, const Value& v) {
 bool contains(const Value& haystack, const Value& needle) {
   switch (haystack.kind) {
     case Kind::String:
-      if (!needle.is_string()) op_fail(fmt::format("'in <string>' requires string as left operand, not {}", needle.type_name()));
+      if (!needle.is_string())
+        op_fail(fmt::format("'in <string>' requires string as left operand, not {}", needle.type_name()));
       return haystack.text.find(needle.text) != std::string::npos;
     case Kind::List:
       for (const auto& item : haystack.list->items)
@@ -191,7 +195,8 @@ static std::string percent_format_impl(const std::string& format, const Value& a
       i = close + 1;
     }
     std::string spec;
-    while (i < format.size() && std::string_view("-+ #0123456789.").find(format[i]) != std::string_view::npos) spec.push_back(format[i++]);
+    while (i < format.size() && std::string_view("-+ #0123456789.").find(format[i]) != std::string_view::npos)
+      spec.push_back(format[i++]);
     if (i >= format.size()) op_fail("incomplete format");
     const char conv = format[i];
     if (conv == '%') {
@@ -206,7 +211,8 @@ static std::string percent_format_impl(const std::string& format, const Value& a
       case 's': {
         const std::string text = value->str();
         const bool left = spec.find('-') != std::string::npos;
-        const std::string digits = spec.substr(spec.find_first_not_of('-') == std::string::npos ? spec.size() : spec.find_first_not_of('-'));
+        const std::string digits =
+            spec.substr(spec.find_first_not_of('-') == std::string::npos ? spec.size() : spec.find_first_not_of('-'));
         const size_t width = digits.empty() || digits.find('.') != std::string::npos ? 0 : std::stoul(digits);
         const size_t len = text.size();
         const std::string pad = width > len ? std::string(width - len, ' ') : std::string();
@@ -216,20 +222,20 @@ static std::string percent_format_impl(const std::string& format, const Value& a
       case 'r': out += value->repr(); break;
       case 'd':
       case 'i':
-        if (!value->is_number()) op_fail(fmt::format("%d format: a real number is required, not {}", value->type_name()));
+        if (!value->is_number())
+          op_fail(fmt::format("%d format: a real number is required, not {}", value->type_name()));
         out += fmt::format(fmt::runtime("{:" + spec + "d}"), static_cast<int64_t>(value->as_double()));
         break;
       case 'f':
       case 'e':
       case 'g':
         if (!value->is_number()) op_fail(fmt::format("must be real number, not {}", value->type_name()));
-        out += fmt::format(fmt::runtime("{:" + (spec.find('.') == std::string::npos && conv != 'g' ? spec + ".6" : spec) +
-                                        std::string(1, conv) + "}"),
-                           value->as_double());
+        out +=
+            fmt::format(fmt::runtime("{:" + (spec.find('.') == std::string::npos && conv != 'g' ? spec + ".6" : spec) +
+                                     std::string(1, conv) + "}"),
+                        value->as_double());
         break;
-      case 'x':
-        out += fmt::format(fmt::runtime("{:" + spec + "x}"), static_cast<int64_t>(value->as_double()));
-        break;
+      case 'x': out += fmt::format(fmt::runtime("{:" + spec + "x}"), static_cast<int64_t>(value->as_double())); break;
       default: op_fail(fmt::format("unsupported format character '{}'", conv));
     }
   }

@@ -91,8 +91,9 @@ class Parser {
       const Token& t = current();
       if (t.type == TokenType::End) {
         if (ends.size() == 0) return body;
-        throw TemplateError(t.line, fmt::format("unexpected end of template: '{}' opened at line {} is not closed (expected '{}')",
-                                                opener, opener_line, closing_tag(ends)));
+        throw TemplateError(
+            t.line, fmt::format("unexpected end of template: '{}' opened at line {} is not closed (expected '{}')",
+                                opener, opener_line, closing_tag(ends)));
       }
       if (t.type == TokenType::Text) {
         auto s = std::make_unique<Stmt>(StmtKind::Text, t.line);
@@ -113,9 +114,11 @@ class Parser {
           if (current().value == e) return body;
         const std::string& name = current().value;
         if (name.rfind("end", 0) == 0 || name == "elif" || name == "else") {
-          if (ends.size() == 0) throw TemplateError(current().line, fmt::format("unexpected '{}' outside any block", name));
-          throw TemplateError(current().line, fmt::format("unexpected '{}': the innermost open block is '{}' (line {}), expecting '{}'",
-                                                          name, opener, opener_line, closing_tag(ends)));
+          if (ends.size() == 0)
+            throw TemplateError(current().line, fmt::format("unexpected '{}' outside any block", name));
+          throw TemplateError(current().line,
+                              fmt::format("unexpected '{}': the innermost open block is '{}' (line {}), expecting '{}'",
+                                          name, opener, opener_line, closing_tag(ends)));
         }
         body.push_back(parse_statement());
       } else {
@@ -660,8 +663,9 @@ class Parser {
       parse_call_args(e->items, e->kwargs);
     } else if ((t.type == TokenType::Name || t.type == TokenType::String || t.type == TokenType::Integer ||
                 t.type == TokenType::Float || is_op("[") || is_op("{")) &&
-               !(t.type == TokenType::Name && (t.value == "else" || t.value == "or" || t.value == "and" ||
-                                                 t.value == "if" || t.value == "is" || t.value == "in" || t.value == "not"))) {
+               !(t.type == TokenType::Name &&
+                 (t.value == "else" || t.value == "or" || t.value == "and" || t.value == "if" || t.value == "is" ||
+                  t.value == "in" || t.value == "not"))) {
       // One argument without parentheses: `x is divisibleby 3`, `x is sameas false`.
       e->items.push_back(parse_postfix(parse_primary()));
     }

@@ -55,7 +55,9 @@ size_t code_point_count(std::string_view text) {
   return n;
 }
 
-bool is_py_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' || (c >= 0x1c && c <= 0x1f); }
+bool is_py_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' || (c >= 0x1c && c <= 0x1f);
+}
 
 std::string py_strip(std::string_view text, const std::optional<std::string>& chars, bool left, bool right) {
   if (chars && !chars->empty() && chars->size() != code_point_count(*chars)) {
@@ -141,10 +143,11 @@ std::string py_replace(std::string_view text, std::string_view old, std::string_
 // Greek, Cyrillic), as Python's str.lower()/upper() maps them. Other characters are unchanged.
 char32_t lower_cp(char32_t c) {
   if (c < 0x80) return (c >= 'A' && c <= 'Z') ? c + 32 : c;
-  if ((c >= 0xC0 && c <= 0xDE && c != 0xD7) || (c >= 0x391 && c <= 0x3AB && c != 0x3A2) || (c >= 0x410 && c <= 0x42F)) return c + 0x20;
+  if ((c >= 0xC0 && c <= 0xDE && c != 0xD7) || (c >= 0x391 && c <= 0x3AB && c != 0x3A2) || (c >= 0x410 && c <= 0x42F))
+    return c + 0x20;
   if (c >= 0x400 && c <= 0x40F) return c + 0x50;
-  if ((c >= 0x100 && c <= 0x12F) || (c >= 0x132 && c <= 0x137) || (c >= 0x14A && c <= 0x177) || (c >= 0x460 && c <= 0x481) ||
-      (c >= 0x48A && c <= 0x4BF))
+  if ((c >= 0x100 && c <= 0x12F) || (c >= 0x132 && c <= 0x137) || (c >= 0x14A && c <= 0x177) ||
+      (c >= 0x460 && c <= 0x481) || (c >= 0x48A && c <= 0x4BF))
     return (c % 2 == 0) ? c + 1 : c;
   if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) return (c % 2 == 1) ? c + 1 : c;
   if (c == 0x178) return 0xFF;
@@ -157,10 +160,11 @@ char32_t lower_cp(char32_t c) {
 
 char32_t upper_cp(char32_t c) {
   if (c < 0x80) return (c >= 'a' && c <= 'z') ? c - 32 : c;
-  if ((c >= 0xE0 && c <= 0xFE && c != 0xF7) || (c >= 0x3B1 && c <= 0x3CB && c != 0x3C2) || (c >= 0x430 && c <= 0x44F)) return c - 0x20;
+  if ((c >= 0xE0 && c <= 0xFE && c != 0xF7) || (c >= 0x3B1 && c <= 0x3CB && c != 0x3C2) || (c >= 0x430 && c <= 0x44F))
+    return c - 0x20;
   if (c >= 0x450 && c <= 0x45F) return c - 0x50;
-  if ((c >= 0x100 && c <= 0x12F) || (c >= 0x132 && c <= 0x137) || (c >= 0x14A && c <= 0x177) || (c >= 0x460 && c <= 0x481) ||
-      (c >= 0x48A && c <= 0x4BF))
+  if ((c >= 0x100 && c <= 0x12F) || (c >= 0x132 && c <= 0x137) || (c >= 0x14A && c <= 0x177) ||
+      (c >= 0x460 && c <= 0x481) || (c >= 0x48A && c <= 0x4BF))
     return (c % 2 == 1) ? c - 1 : c;
   if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) return (c % 2 == 0) ? c - 1 : c;
   if (c == 0xFF) return 0x178;

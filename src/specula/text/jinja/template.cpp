@@ -6,7 +6,8 @@
 namespace specula::jinja {
 
 Template::Template(std::string_view source, LexerOptions lexer_options, RenderOptions render_options)
-    : body_(std::make_shared<const Body>(parse_template(source, lexer_options))), render_options_(std::move(render_options)) {}
+    : body_(std::make_shared<const Body>(parse_template(source, lexer_options))),
+      render_options_(std::move(render_options)) {}
 
 std::string Template::render(const nlohmann::ordered_json& context) const {
   if (!context.is_object()) fail("template context must be a JSON object, got {}", context.type_name());

@@ -34,17 +34,21 @@ const std::unordered_map<std::string_view, TestFn>& registry() {
       {"false", [](const Value& v, const CallArgs&) { return v.kind == Kind::Bool && !v.boolean; }},
       {"mapping", [](const Value& v, const CallArgs&) { return v.is_dict(); }},
       // Jinja: anything with len() and [] (so strings and dicts too; Undefined also qualifies).
-      {"sequence", [](const Value& v, const CallArgs&) { return v.is_list() || v.is_string() || v.is_dict() || v.is_undefined(); }},
-      {"iterable", [](const Value& v, const CallArgs&) { return v.is_list() || v.is_string() || v.is_dict() || v.is_undefined(); }},
+      {"sequence",
+       [](const Value& v, const CallArgs&) { return v.is_list() || v.is_string() || v.is_dict() || v.is_undefined(); }},
+      {"iterable",
+       [](const Value& v, const CallArgs&) { return v.is_list() || v.is_string() || v.is_dict() || v.is_undefined(); }},
       {"callable", [](const Value& v, const CallArgs&) { return v.kind == Kind::Function; }},
       {"odd",
        [](const Value& v, const CallArgs&) {
-         if (v.kind != Kind::Int && v.kind != Kind::Bool) op_fail(fmt::format("test 'odd' needs an integer, got {}", v.type_name()));
+         if (v.kind != Kind::Int && v.kind != Kind::Bool)
+           op_fail(fmt::format("test 'odd' needs an integer, got {}", v.type_name()));
          return binary_op("%", v, Value::from_int(2)).integer == 1;
        }},
       {"even",
        [](const Value& v, const CallArgs&) {
-         if (v.kind != Kind::Int && v.kind != Kind::Bool) op_fail(fmt::format("test 'even' needs an integer, got {}", v.type_name()));
+         if (v.kind != Kind::Int && v.kind != Kind::Bool)
+           op_fail(fmt::format("test 'even' needs an integer, got {}", v.type_name()));
          return binary_op("%", v, Value::from_int(2)).integer == 0;
        }},
       {"divisibleby",

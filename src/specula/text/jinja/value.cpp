@@ -183,8 +183,8 @@ thread_local int repr_depth = 0;
 struct ReprLevel {
   ReprLevel() {
     if (repr_depth >= kMaxReprDepth)
-      op_fail(fmt::format("cannot print a value nested deeper than {} levels (does it contain itself?)",
-                          kMaxReprDepth));
+      op_fail(
+          fmt::format("cannot print a value nested deeper than {} levels (does it contain itself?)", kMaxReprDepth));
     ++repr_depth;
   }
   ~ReprLevel() { --repr_depth; }
@@ -301,8 +301,8 @@ bool reaches(const Value& v, const void* container) {
     // as if it closed a cycle (templates have no reason to store one).
     if (x->kind == Kind::Function && (x->function->name.starts_with("list.") || x->function->name.starts_with("dict.")))
       return true;
-    const void* id = x->kind == Kind::List ? static_cast<const void*>(x->list.get())
-                     : x->kind == Kind::Dict ? static_cast<const void*>(x->dict.get())
+    const void* id = x->kind == Kind::List     ? static_cast<const void*>(x->list.get())
+                     : x->kind == Kind::Dict   ? static_cast<const void*>(x->dict.get())
                      : x->kind == Kind::Object ? static_cast<const void*>(x->object.get())
                                                : nullptr;
     if (id == nullptr) continue;
