@@ -1,4 +1,4 @@
-// attention() and attention_key_range() give the same bytes with the AVX-512 kernels as with the
+// attention() gives the same bytes with the AVX-512 kernels as with the
 // portable loops, and for any thread count (which regroups the query heads of a GQA group), over
 // ring-wrapped and block-split K/V stores, head dims with and without a 16-lane tail, and GQA
 // groups wider than the kernels' register blocks.
@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include "specula/kernels/attention.h"
-#include "specula/kernels/attention_key_range.h"
 #include "specula/kernels/isa.h"
 
 namespace specula {
@@ -67,16 +66,6 @@ std::vector<float> run_attention(const Shape& s, const Store& st, const std::vec
   return out;
 }
 
-std::vector<float> run_key_range(const Shape& s, const Store& st, const std::vector<float>& q, int64_t begin,
-                                 int64_t end, Isa isa, int threads) {
-  set_active_isa(isa);
-  ThreadPool pool(threads);
-  std::vector<float> out(q.size(), -1.0f);
-  attention_key_range(q.data(), s.heads, st.view, begin, end, 0.75f, out.data(), pool);
-  set_active_isa(detected_isa());
-  return out;
-}
-
 bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -106,25 +95,6 @@ TEST(AttentionIsa, AttentionSameBytesForEveryKernelAndThreadCount) {
       for (int threads : {1, 2, 3, 5}) {
         EXPECT_TRUE(same_bytes(want, run_attention(s, st, q, rows, first, detected_isa(), threads)))
             << "rows " << rows << " at " << first << ", " << isa_name(detected_isa()) << ", " << threads << " threads";
-      }
-    }
-  }
-}
-
-TEST(AttentionIsa, KeyRangeSameBytesForEveryKernelAndThreadCount) {
-  std::mt19937 rng(11);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (const Shape& s : kShapes) {
-    SCOPED_TRACE(testing::Message() << "heads " << s.heads << " kv " << s.kv_heads << " dim " << s.dim);
-    const int64_t positions = s.wrap > 0 ? s.wrap : 70;
-    const Store st(s, positions, rng);
-    for (const auto& [begin, end] : {std::pair<int64_t, int64_t>{0, 1}, {3, 12}, {0, positions}, {9, 26}}) {
-      std::vector<float> q(static_cast<size_t>(s.heads * s.dim));
-      for (float& x : q) x = nd(rng);
-      const std::vector<float> want = run_key_range(s, st, q, begin, end, Isa::Scalar, 1);
-      for (int threads : {1, 2, 3}) {
-        EXPECT_TRUE(same_bytes(want, run_key_range(s, st, q, begin, end, detected_isa(), threads)))
-            << "keys [" << begin << ", " << end << "), " << threads << " threads";
       }
     }
   }

@@ -86,12 +86,11 @@ struct AttentionScratch {
 // same order, out = that sum / the softmax sum. With AVX-512 the tasks share every K and V row
 // while it is in L1 (the query heads of a GQA group, and the rows of a verify or prefill chunk,
 // read the KV head once between them, not once each); every task's arithmetic is the same as
-// alone, so how tasks are grouped changes no bit. The kernel of attention() and
-// attention_key_range().
+// alone, so how tasks are grouped changes no bit. The kernel of attention().
 void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, float scale,
                   AttentionScratch& scratch);
 
-// How attention() and attention_key_range() split (query row, KV head, query head) work into
+// How attention() splits (query row, KV head, query head) work into
 // items for the pool: `rows` consecutive query rows times `heads` query heads of one KV head.
 struct AttentionWorkSplit {
   int64_t rows = 1;

@@ -5,12 +5,12 @@
 #include <cstring>
 
 #include "specula/kernels/activation.h"
-#include "specula/kernels/attention_key_range.h"
 #include "specula/kernels/matmul.h"
 #include "specula/kernels/packed_affine.h"
 #include "specula/kernels/quant.h"
 #include "specula/kernels/rms_norm.h"
 #include "specula/kernels/softmax.h"
+#include "specula/model/attention_block.h"
 #include "specula/model/layer_ops.h"
 #include "specula/model/target_weights.h"
 #include "specula/util/error.h"
@@ -51,7 +51,9 @@ struct Drafter::Layer {
 
 // Activations of a batched step's rows ([rows][width] each), grown and reused.
 struct Drafter::Workspace {
-  std::vector<float> concat, x, normed, q, attn, branch, gate, up, cos, sin, gathered, centroid_scores, dense_scores;
+  std::vector<float> concat, x, normed, branch, gate, up, cos, sin, gathered, centroid_scores, dense_scores;
+  AttentionBuffers attention;
+  std::vector<AttentionRows> attention_rows;
   std::vector<int64_t> positions, top;
   // Fast precision: the candidate rows of the centroid head copied in their stored format.
   std::vector<uint8_t> raw_rows, raw_scales, raw_biases;
@@ -304,42 +306,45 @@ void Drafter::embed(std::span<const DraftRow> rows, Workspace& ws, const Linear&
   linear(ws.concat.data(), n, pre_projection_, ws.x.data());
 }
 
-// x += norm(o_proj(attention(rope(norm(q_proj(norm(x)))), donor cache))): Q-only, every row over
-// its own sequence's donor keys [view_begin, offset), no mask.
+// The shared attention block (model/attention_block.h), Q-only over the donor layer's cache of
+// each row's sequence: the row is a query at the newest committed key position offset - 1, so it
+// sees the cache's last min(offset, W) keys on ring caches and all keys on full caches, while its
+// RoPE position is the convention's.
 void Drafter::attention_block(const Layer& L, std::span<const DraftRow> rows, Workspace& ws,
                               const Linear& linear) const {
   const auto n = static_cast<int64_t>(rows.size());
-  const int64_t h = hidden_;
-  const int64_t D = L.geometry.head_dim;
-  const int64_t heads = L.q_proj.rows / D;
   const int64_t pairs = L.rope.rotated_pairs();
   const int donor = L.geometry.type == LayerType::Sliding ? sliding_donor_ : full_donor_;
-  ensure(ws.normed, n * h);
-  rms_norm_rows(linear.pool, ws.x.data(), n, h, L.input_layernorm.data(), eps_, ws.normed.data());
-  ensure(ws.q, n * heads * D);
-  linear(ws.normed.data(), n, L.q_proj, ws.q.data());
   ensure(ws.cos, std::max<int64_t>(n * pairs, 1));
   ensure(ws.sin, std::max<int64_t>(n * pairs, 1));
   for (int64_t i = 0; i < n; ++i)
     rope_cos_sin(L.rope, ws.positions[static_cast<size_t>(i)], ws.cos.data() + i * pairs, ws.sin.data() + i * pairs);
-  norm_and_rotate_heads(linear.pool, ws.q.data(), n, heads, D, L.q_norm.data(), eps_, L.rope, ws.cos.data(),
-                        ws.sin.data());
-  ensure(ws.attn, n * heads * D);
+  ws.attention_rows.clear();
   for (int64_t i = 0; i < n; ++i) {
     const TargetCache& cache = *rows[static_cast<size_t>(i)].cache;
-    const KvCache& kv = cache.for_layer(donor);
-    attention_key_range(ws.q.data() + i * heads * D, heads, kv.view(), kv.view_begin(), cache.offset(), L.scale,
-                        ws.attn.data() + i * heads * D, linear.pool);
+    ws.attention_rows.push_back(AttentionRows{&cache.for_layer(donor), nullptr, i, 1, cache.offset() - 1});
   }
-  ensure(ws.branch, n * h);
-  linear(ws.attn.data(), n, L.o_proj, ws.branch.data());
-  add_normed_branch(linear.pool, ws.x.data(), ws.branch.data(), n, h, L.post_attention_layernorm.data(), eps_);
+  AttentionWeights w;
+  w.input_norm = L.input_layernorm.data();
+  w.q_proj = &L.q_proj;
+  w.q_norm = L.q_norm.data();
+  w.o_proj = &L.o_proj;
+  w.post_norm = L.post_attention_layernorm.data();
+  w.rope = &L.rope;
+  w.head_dim = L.geometry.head_dim;
+  w.heads = L.q_proj.rows / w.head_dim;
+  w.scale = L.scale;
+  w.eps = eps_;
+  specula::attention_block(w, ws.attention_rows, n, ws.cos.data(), ws.sin.data(), ws.x.data(), hidden_, ws.attention,
+                           linear);
 }
 
 // x = (x + norm(mlp(norm(x)))) * layer_scalar.
 void Drafter::mlp_block(const Layer& L, int64_t n, Workspace& ws, const Linear& linear) const {
   const int64_t h = hidden_;
   float* x = ws.x.data();
+  ensure(ws.normed, n * h);
+  ensure(ws.branch, n * h);
   rms_norm_rows(linear.pool, x, n, h, L.pre_feedforward_layernorm.data(), eps_, ws.normed.data());
   geglu_mlp(ws.normed.data(), n, L.gate_proj, L.up_proj, L.down_proj, std::nullopt, ws.gate, ws.up, ws.branch.data(),
             linear);

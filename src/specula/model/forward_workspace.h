@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "specula/model/attention_block.h"
 #include "specula/model/layer_ops.h"
 #include "specula/model/target_model.h"
 
@@ -49,6 +50,8 @@ struct ForwardWorkspace {
   std::vector<float> ple;                       // per-layer inputs [n][NL*W]
   std::vector<float> ple_tok;                   // [n][NL*W]
   std::vector<int32_t> ple_ids;                 // [n]
+  AttentionBuffers attention;                   // the attention block's own activations
+  std::vector<AttentionRows> attention_rows;    // a layer's sequences
   std::vector<float> rope_cos[2], rope_sin[2];  // per layer type [n][pairs]
   bool rope_ready[2] = {false, false};
   // MoE

@@ -7,16 +7,44 @@
 #include <cstring>
 
 #include "specula/kernels/activation.h"
-#include "specula/kernels/attention.h"
 #include "specula/kernels/matmul.h"
 #include "specula/kernels/quant.h"
 #include "specula/kernels/rms_norm.h"
 #include "specula/kernels/rope.h"
 #include "specula/kernels/softmax.h"
+#include "specula/model/attention_block.h"
 #include "specula/model/forward_workspace.h"
 #include "specula/model/layer_ops.h"
 
 namespace specula {
+
+namespace {
+
+// A target layer's attention weights; K/V projections only when it writes its own cache.
+AttentionWeights attention_weights(const TargetLayerWeights& L, const TextConfig& T, bool owns_kv,
+                                   const WeightMatrix* fused_qkv) {
+  AttentionWeights w;
+  w.input_norm = L.input_layernorm.data();
+  w.q_proj = &L.q_proj;
+  w.q_norm = L.q_norm.data();
+  if (owns_kv) {
+    w.k_proj = &*L.k_proj;
+    w.v_proj = L.geometry.k_eq_v ? nullptr : &*L.v_proj;
+    w.k_norm = L.k_norm.data();
+    w.qkv = fused_qkv;
+  }
+  w.o_proj = &L.o_proj;
+  w.post_norm = L.post_attention_layernorm.data();
+  w.rope = &L.rope;
+  w.heads = T.num_attention_heads;
+  w.head_dim = L.geometry.head_dim;
+  w.kv_heads = L.geometry.num_kv_heads;
+  w.scale = 1.0f;
+  w.eps = static_cast<float>(T.rms_norm_eps);
+  return w;
+}
+
+}  // namespace
 
 void TargetModel::run_step(const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const {
   ws.rope_ready[0] = ws.rope_ready[1] = false;
@@ -72,27 +100,22 @@ void TargetModel::embed(const ForwardStep& step, ForwardWorkspace& ws, ThreadPoo
   for (int64_t i = 0; i < n * PW; ++i) ple[i] = (ple[i] + ws.ple_tok[i] * tok_scale) * combine;
 }
 
-// docs/gemma4.md §5.3: x += norm(o_proj(attention(rope(norm(q)), cache))), writing this step's K/V
-// (k_norm + RoPE, scale-free v_norm) to the layer's cache first when the layer owns one.
+// docs/gemma4.md §5.3: the shared attention block (model/attention_block.h) over every sequence's
+// cache of this layer; a layer that owns its cache writes this step's K/V there first.
 void TargetModel::attention_block(int64_t li, const ForwardStep& step, ForwardWorkspace& ws, ThreadPool& pool) const {
   const TargetLayerWeights& L = weights_.layers[static_cast<size_t>(li)];
-  static const FusedProjections kNotFused;
-  const FusedProjections& F = fused_.empty() ? kNotFused : fused_[static_cast<size_t>(li)];
-  const TextConfig& T = config().text;
-  const LayerGeometry& g = L.geometry;
   const int64_t n = step.rows();
-  const int64_t H = weights_.hidden_size;
-  const int64_t D = g.head_dim;
-  const int64_t nH = T.num_attention_heads;
-  const int64_t nKV = g.num_kv_heads;
-  const int64_t qw = nH * D;
-  const int64_t kvw = nKV * D;
-  const float eps = static_cast<float>(T.rms_norm_eps);
-  const Precision precision = options_.precision;
-  const Linear linear{pool, precision};
+  // Layer ownership is the same for every sequence's cache (one config).
+  const bool owns_kv = step.sequences.front().cache->owns(static_cast<int>(li));
+  const WeightMatrix* fused_qkv = nullptr;
+  if (owns_kv && is_low_precision(options_.precision) && !fused_.empty()) {
+    const std::optional<WeightMatrix>& qkv = fused_[static_cast<size_t>(li)].qkv;
+    if (qkv && fast_matmul_supported(*qkv)) fused_qkv = &*qkv;
+  }
+  const AttentionWeights w = attention_weights(L, config().text, owns_kv, fused_qkv);
 
   // RoPE tables for the step's positions, once per layer type.
-  const int type = g.type == LayerType::Sliding ? 0 : 1;
+  const int type = L.geometry.type == LayerType::Sliding ? 0 : 1;
   const int64_t pairs = L.rope.rotated_pairs();
   if (!ws.rope_ready[type]) {
     ensure(ws.rope_cos[type], n * pairs);
@@ -102,73 +125,14 @@ void TargetModel::attention_block(int64_t li, const ForwardStep& step, ForwardWo
                    ws.rope_sin[type].data() + r * pairs);
     ws.rope_ready[type] = true;
   }
-  const float* rc = ws.rope_cos[type].data();
-  const float* rs = ws.rope_sin[type].data();
 
-  float* x = ws.x.data();
-  ensure(ws.normed, n * H);
-  float* normed = ws.normed.data();
-  rms_norm_rows(pool, x, n, H, L.input_layernorm.data(), eps, normed);
-  ensure(ws.q, n * qw);
-  float* q = ws.q.data();
-  // Layer ownership is the same for every sequence's cache (one config).
-  const bool owns_kv = step.sequences.front().cache->owns(static_cast<int>(li));
-  const bool fused_qkv = owns_kv && is_low_precision(precision) && F.qkv && fast_matmul_supported(*F.qkv);
-  if (fused_qkv) {
-    // One matmul for q, k (and v); row r of its output: [q | k | v].
-    const int64_t width = F.qkv->rows;
-    ensure(ws.qkv, n * width);
-    ensure(ws.k, n * kvw);
-    ensure(ws.v, n * kvw);
-    linear(normed, n, *F.qkv, ws.qkv.data());
-    for (int64_t r = 0; r < n; ++r) {
-      const float* row = ws.qkv.data() + r * width;
-      std::memcpy(q + r * qw, row, sizeof(float) * qw);
-      std::memcpy(ws.k.data() + r * kvw, row + qw, sizeof(float) * kvw);
-      if (!g.k_eq_v) std::memcpy(ws.v.data() + r * kvw, row + qw + kvw, sizeof(float) * kvw);
-    }
-  } else {
-    linear(normed, n, L.q_proj, q);
-  }
-  norm_and_rotate_heads(pool, q, n, nH, D, L.q_norm.data(), eps, L.rope, rc, rs);
-
-  if (owns_kv) {
-    ensure(ws.k, n * kvw);
-    ensure(ws.v, n * kvw);
-    float* k = ws.k.data();
-    float* v = ws.v.data();
-    if (!fused_qkv) linear(normed, n, *L.k_proj, k);
-    if (g.k_eq_v) {
-      std::memcpy(v, k, sizeof(float) * n * kvw);  // V = the raw k_proj output, before k_norm
-    } else if (!fused_qkv) {
-      linear(normed, n, *L.v_proj, v);
-    }
-    norm_and_rotate_heads(pool, k, n, nKV, D, L.k_norm.data(), eps, L.rope, rc, rs);
-    rms_norm_rows(pool, v, n * nKV, D, nullptr, eps, v);  // scale-free v_norm, never rotated
-    for (const ForwardStep::Sequence& s : step.sequences) {
-      KvCache& kv = s.cache->for_layer(static_cast<int>(li));
-      kv.reserve_write(s.rows);
-      for (int64_t r = 0; r < s.rows; ++r) {
-        const int64_t row = s.first_row + r;
-        std::memcpy(kv.k_slot(s.position + r), k + row * kvw, sizeof(float) * kvw);
-        std::memcpy(kv.v_slot(s.position + r), v + row * kvw, sizeof(float) * kvw);
-      }
-    }
-  }
-
-  AttentionParams ap;
-  ap.heads = nH;
-  ap.scale = 1.0f;
-  ap.window = g.type == LayerType::Sliding ? T.sliding_window : 0;
-  ensure(ws.attn, n * qw);
+  ws.attention_rows.clear();
   for (const ForwardStep::Sequence& s : step.sequences) {
-    const KvCache& kv = s.cache->for_layer(static_cast<int>(li));
-    attention(q + s.first_row * qw, s.rows, qw, s.position, kv.view(), ap, ws.attn.data() + s.first_row * qw, qw, pool);
+    KvCache& kv = s.cache->for_layer(static_cast<int>(li));
+    ws.attention_rows.push_back(AttentionRows{&kv, owns_kv ? &kv : nullptr, s.first_row, s.rows, s.position});
   }
-  ensure(ws.branch, n * H);
-  float* br = ws.branch.data();
-  linear(ws.attn.data(), n, L.o_proj, br);
-  add_normed_branch(pool, x, br, n, H, L.post_attention_layernorm.data(), eps);
+  specula::attention_block(w, ws.attention_rows, n, ws.rope_cos[type].data(), ws.rope_sin[type].data(), ws.x.data(),
+                           weights_.hidden_size, ws.attention, Linear{pool, options_.precision});
 }
 
 // branch = post_norm(mlp(pre_feedforward_layernorm(x))): the dense MLP of both feed-forward blocks.
@@ -180,6 +144,8 @@ void TargetModel::mlp_branch(int64_t li, const std::vector<float>& post_norm, co
   const int64_t n = step.rows();
   const int64_t H = weights_.hidden_size;
   const float eps = static_cast<float>(config().text.rms_norm_eps);
+  ensure(ws.normed, n * H);
+  ensure(ws.branch, n * H);
   float* br = ws.branch.data();
   rms_norm_rows(pool, ws.x.data(), n, H, L.pre_feedforward_layernorm.data(), eps, ws.normed.data());
   geglu_mlp(ws.normed.data(), n, L.gate_proj, L.up_proj, L.down_proj, gate_up, ws.gate, ws.up, br,
