@@ -52,7 +52,8 @@ std::unique_ptr<LineReader> make_plain_line_reader(std::string prompt) {
 
 std::unique_ptr<LineReader> make_line_reader(bool line_editing, const std::string& prompt) {
   if (isatty(STDIN_FILENO) == 0) return make_plain_line_reader("");
-  if (line_editing) {
+  // The editor draws on stdout: an answer saved to a file must not fill up with its escape sequences.
+  if (line_editing && isatty(STDOUT_FILENO) != 0) {
     if (std::unique_ptr<LineReader> editor = make_edit_line_reader(prompt)) return editor;
   }
   return make_plain_line_reader(prompt);

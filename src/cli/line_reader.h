@@ -22,7 +22,8 @@ class LineReader {
 // Reads stdin with read(2), writing `prompt` to stdout first (when not empty).
 std::unique_ptr<LineReader> make_plain_line_reader(std::string prompt);
 
-// On a terminal: the libedit reader when `line_editing`, else the plain one; both show `prompt`.
+// On a terminal: the libedit reader when `line_editing` and stdout is the terminal too, else the
+// plain one; both show `prompt`.
 // From a pipe: the plain reader without a prompt.
 std::unique_ptr<LineReader> make_line_reader(bool line_editing, const std::string& prompt);
 
