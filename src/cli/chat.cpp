@@ -1,5 +1,6 @@
 // `specula chat --model DIR [--draft DIR|lookup] [--gamma N|auto] [--system TEXT] [--max-tokens N]
-// [sampling flags] [--threads N] [--precision exact|fast|int8] [--chat-template FILE] [--ctx N]`:
+// [sampling flags] [--threads N] [--precision exact|fast|int8] [--chat-template FILE] [--ctx N]
+// [--no-line-editing]`:
 // an interactive multi-turn chat on stdin/stdout (a terminal, where lines are edited with libedit
 // and earlier ones recalled with Up: cli/line_reader.h; or a pipe). Each turn renders the
 // whole conversation through the chat template; the engine's prompt cache keeps the KV cache
