@@ -1,19 +1,16 @@
 // `specula chat --model DIR [--draft DIR|lookup] [--gamma N|auto] [--system TEXT] [--max-tokens N]
-// [sampling flags] [--threads N] [--precision exact|fast|int8] [--chat-template FILE] [--ctx N]`:
-// an interactive multi-turn chat on stdin/stdout (a terminal or a pipe). Each turn renders the
+// [sampling flags] [--threads N] [--precision exact|fast|int8] [--chat-template FILE] [--ctx N]
+// [--no-line-editing]`:
+// an interactive multi-turn chat on stdin/stdout (a terminal, where lines are edited with libedit
+// and earlier ones recalled with Up: cli/line_reader.h; or a pipe). Each turn renders the
 // whole conversation through the chat template; the engine's prompt cache keeps the KV cache
 // between turns, so only the new turn is prefilled. Answers stream to stdout, a statistics line
 // per answer goes to stderr. Ctrl-C while answering stops the answer (the partial answer stays in
 // the conversation); Ctrl-C at the prompt, Ctrl-D or /exit ends the chat (exit 0).
-#include <errno.h>
-#include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
-#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -26,6 +23,8 @@
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/interrupt.h"
+#include "cli/line_reader.h"
 #include "specula/engine/engine.h"
 #include "specula/model/packed_cache.h"
 #include "specula/sample/rng.h"
@@ -35,83 +34,6 @@
 namespace specula::cli {
 
 namespace {
-
-// Set by SIGINT; read by the generation callback and the line reader.
-volatile std::sig_atomic_t g_interrupted = 0;
-
-extern "C" void on_sigint(int) { g_interrupted = 1; }
-
-// SIGINT without SA_RESTART, so a blocking wait at the prompt returns EINTR.
-void install_sigint_handler() {
-  struct sigaction sa = {};
-  sa.sa_handler = on_sigint;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;
-  sigaction(SIGINT, &sa, nullptr);
-}
-
-sigset_t sigint_set() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  return set;
-}
-
-// Threads started while SIGINT is blocked (the engine's pool) never receive it, so it always
-// interrupts the main thread's wait at the prompt.
-void block_sigint_in_new_threads() {
-  const sigset_t set = sigint_set();
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-}
-void unblock_sigint() {
-  const sigset_t set = sigint_set();
-  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
-}
-
-// Waits until stdin is readable or SIGINT arrives. The flag is checked with SIGINT blocked and
-// ppoll unblocks it atomically, so a Ctrl-C just before the wait is never lost.
-bool wait_for_input_or_interrupt() {
-  const sigset_t set = sigint_set();
-  sigset_t old;
-  pthread_sigmask(SIG_BLOCK, &set, &old);
-  bool interrupted = g_interrupted != 0;
-  while (!interrupted) {
-    struct pollfd p = {STDIN_FILENO, POLLIN, 0};
-    const int r = ppoll(&p, 1, nullptr, &old);
-    if (r > 0 || (r < 0 && errno != EINTR)) break;
-    interrupted = g_interrupted != 0;
-  }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  return !interrupted;
-}
-
-enum class ReadStatus { Line, Eof, Interrupted };
-
-// One line from fd 0 with read(2) (no stdio buffering to interrupt); the newline is dropped.
-ReadStatus read_line(std::string& line) {
-  line.clear();
-  for (;;) {
-    if (!wait_for_input_or_interrupt()) return ReadStatus::Interrupted;
-    char c = 0;
-    const ssize_t n = ::read(STDIN_FILENO, &c, 1);
-    if (n == 1) {
-      if (c == '\n') break;
-      line += c;
-      continue;
-    }
-    if (n == 0) {
-      if (line.empty()) return ReadStatus::Eof;
-      break;  // a last line without a newline
-    }
-    if (errno == EINTR) {
-      if (g_interrupted) return ReadStatus::Interrupted;
-      continue;
-    }
-    return ReadStatus::Eof;
-  }
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  return ReadStatus::Line;
-}
 
 struct ChatArgs {
   std::string model;
@@ -126,6 +48,7 @@ struct ChatArgs {
   int64_t ctx = 0;
   int64_t prefill_chunk = kDefaultPrefillChunk;
   SamplingOverrides sampling;
+  bool line_editing = true;
 };
 
 void write_out(const std::string& s) {
@@ -198,8 +121,9 @@ int run_chat(const ChatArgs& a) {
   const uint64_t seed0 = seeded ? *a.sampling.seed : fresh_seed();
   const bool speculative = !a.draft.empty();
 
-  install_sigint_handler();
+  install_sigint_flag();
   const bool interactive = isatty(STDIN_FILENO) != 0;
+  const std::unique_ptr<LineReader> reader = make_line_reader(a.line_editing, "> ");
   write_err(fmt::format(
       "specula chat: {} (draft: {}, {}). /help for commands, Ctrl-D to exit.\n", engine->model_name(),
       engine->draft_description(),
@@ -212,14 +136,11 @@ int run_chat(const ChatArgs& a) {
   };
   nlohmann::ordered_json messages = fresh_conversation();
   uint64_t turn = 0;
-  int64_t drafted = 0, accepted = 0;  // over the whole chat, for the mismatched-drafter warning
-  bool warned = false;
+  NoAcceptanceWatch acceptance_watch;  // over the whole chat
   std::string line;
   for (;;) {
-    g_interrupted = 0;  // before the prompt appears: a Ctrl-C typed once it shows must count
-    if (interactive) write_out("> ");
-    const ReadStatus status = read_line(line);
-    if (status != ReadStatus::Line) {
+    clear_sigint();  // before the prompt appears: a Ctrl-C typed once it shows must count
+    if (reader->read(line) != LineStatus::Line) {
       if (interactive) write_out("\n");
       return 0;  // Ctrl-D / end of input, or Ctrl-C at the prompt
     }
@@ -253,7 +174,7 @@ int run_chat(const ChatArgs& a) {
       req.prompt = engine->encode_chat(messages);
       result = engine->generate(req, [](const GenerationEvent& ev) {
         write_out(ev.text);
-        return g_interrupted == 0;
+        return !sigint_received();
       });
     } catch (const Error& e) {
       messages.erase(messages.size() - 1);  // the turn did not happen
@@ -263,12 +184,9 @@ int run_chat(const ChatArgs& a) {
     if (result.text.empty() || result.text.back() != '\n') write_out("\n");
     messages.push_back({{"role", "assistant"}, {"content", result.text}});
     write_err(stats_line(result, speculative));
-    drafted += result.stats.drafted;
-    accepted += result.stats.accepted;
-    if (!warned && a.draft != "lookup") {
-      const std::string warning = no_acceptance_warning(drafted, accepted, a.draft);
-      warned = !warning.empty();
-      if (warned) write_err(warning + "\n");
+    if (a.draft != "lookup") {
+      const std::string warning = acceptance_watch.add(result.stats.drafted, result.stats.accepted, a.draft);
+      if (!warning.empty()) write_err(warning + "\n");
     }
   }
 }
@@ -311,6 +229,8 @@ void add_chat_command(CLI::App& app) {
       ->check(in_range(limits::kContext));
   cmd->add_option("--prefill-chunk", args->prefill_chunk, "rows per prefill forward step")
       ->check(in_range(limits::kPrefillChunk));
+  cmd->add_flag("!--no-line-editing", args->line_editing,
+                "on a terminal, read lines as typed: no cursor keys or history (libedit)");
   cmd->callback([args] {
     warn_if_threads_above_cores("--threads", args->threads);
     check_context_flag("--ctx", args->ctx, args->model);

@@ -48,6 +48,7 @@ void run_serve(ServeArgs a) {
   a.engine.parallel = a.server.parallel;
   a.engine.packed_cache_dir = default_packed_cache_dir();
   if (a.access_log) a.server.access_log = [](const std::string& line) { print_line(line, stderr); };
+  a.server.warning_log = [](const std::string& line) { print_line("specula serve: " + line, stderr); };
 
   // Block the shutdown signals before any thread starts, so every thread inherits the mask and only
   // sigwait below receives them.

@@ -1,7 +1,8 @@
 // `specula chat` through the real binary on a synthetic checkpoint carrying the Gemma 4 test
 // tokenizer: two turns on a pipe (the second turn reuses the KV cache: fewer tokens prefilled than
-// its prompt holds), the commands, and a session on a pseudo-terminal where Ctrl-C stops an
-// answer in progress, the chat goes on to the next prompt, and Ctrl-D ends it with exit 0.
+// its prompt holds), the commands, and sessions on a pseudo-terminal: Ctrl-C stops an answer in
+// progress, the chat goes on to the next prompt, and Ctrl-D ends it with exit 0; a line edited
+// with the cursor keys and recalled with Up is sent as edited.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -137,13 +138,15 @@ TEST_F(ChatCli, MissingTokenizerIsAClearError) {
 
 class Pty {
  public:
-  bool start(const std::vector<std::string>& argv) {
+  // Runs `argv` on a new terminal of type `term` (the line editor reads its key sequences from terminfo).
+  bool start(const std::vector<std::string>& argv, const std::string& term = "xterm") {
     master_ = posix_openpt(O_RDWR | O_NOCTTY);
     if (master_ < 0 || grantpt(master_) != 0 || unlockpt(master_) != 0) return false;
     const std::string slave_name = ptsname(master_);
     pid_ = fork();
     if (pid_ < 0) return false;
     if (pid_ == 0) {
+      setenv("TERM", term.c_str(), 1);
       setsid();  // a new session whose controlling terminal is the pty: ^C reaches it as SIGINT
       const int slave = open(slave_name.c_str(), O_RDWR);
       if (slave < 0) _exit(126);
@@ -245,6 +248,51 @@ TEST_F(ChatCli, CtrlCAtThePromptExits) {
       << pty.output();
   pty.send("\x03");
   EXPECT_EQ(pty.wait_exit(), 0) << pty.output();
+}
+
+// The text of the answers: the pty output without the carriage returns the terminal adds.
+std::string without_cr(std::string s) {
+  s.erase(std::remove(s.begin(), s.end(), '\r'), s.end());
+  return s;
+}
+
+TEST_F(ChatCli, TerminalLinesAreEditedAndRecalled) {
+  const std::string flags = "--max-tokens 4 --temperature 0 --threads 1";
+  // What the chat does with "hello" sent twice, and its first answer.
+  std::string err;
+  ASSERT_EQ(chat_pipe("hello\nhello\n", flags, err).code, 0) << err;
+  const std::vector<TurnStats> expected = parse_stats(err);
+  ASSERT_EQ(expected.size(), 2u) << err;
+  const Result first = chat_pipe("hello\n", flags, err);
+  ASSERT_EQ(first.code, 0) << err;
+  const std::string first_answer = first.out.substr(0, first.out.find_last_not_of('\n') + 1);
+  ASSERT_FALSE(first_answer.empty()) << first.out;
+
+  Pty pty;
+  ASSERT_TRUE(pty.start(
+      {SPECULA_BINARY, "chat", "--model", model(), "--max-tokens", "4", "--temperature", "0", "--threads", "1"}));
+  auto answered = [](const std::string& s) {
+    const size_t stats = s.find("length limit]");
+    return stats != std::string::npos && s.find("> ", stats) != std::string::npos;
+  };
+  ASSERT_TRUE(pty.read_until(0, [](const std::string& s) { return s.find("> ") != std::string::npos; }))
+      << pty.output();
+  size_t mark = pty.output().size();
+  pty.send("helo\x1b[Dl\r");  // "helo", Left, "l", Enter
+  ASSERT_TRUE(pty.read_until(mark, answered)) << pty.output().substr(mark);
+  mark = pty.output().size();
+  pty.send("\x1b[A\r");  // Up, Enter
+  ASSERT_TRUE(pty.read_until(mark, answered)) << pty.output().substr(mark);
+  pty.send("\x04");
+  EXPECT_EQ(pty.wait_exit(), 0) << pty.output();
+
+  const std::vector<TurnStats> turns = parse_stats(pty.output());
+  ASSERT_EQ(turns.size(), 2u) << pty.output();
+  for (size_t i = 0; i < turns.size(); ++i) {
+    EXPECT_EQ(turns[i].total, expected[i].total) << "turn " << i << ": " << pty.output();
+    EXPECT_EQ(turns[i].cached, expected[i].cached) << "turn " << i << ": " << pty.output();
+  }
+  EXPECT_NE(without_cr(pty.output()).find(first_answer), std::string::npos) << first_answer << "\n" << pty.output();
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 // reuse across two turns (identical to a cold server), a full queue (429), a client disconnecting
 // mid-stream (the worker is free at once, the metrics count the cancellation), the API key,
 // SIGTERM during a generation (exit 0), fresh seeds for unseeded requests, the gamma reserve,
-// GET /v1/models/{id}, CORS, the access log and a non-streaming client that hangs up.
+// GET /v1/models/{id}, CORS, the access log, a non-streaming client that hangs up, and the
+// warning, once, about a drafter whose drafts are all rejected.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -21,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server_process.h"
+#include "specula/speculative/acceptance_check.h"
 
 namespace {
 
@@ -386,6 +388,40 @@ TEST_F(Server, SeedsGammaReserveModelByIdCorsAccessLogAndAHungUpClient) {
   EXPECT_NE(text.find("\"OPTIONS /v1/chat/completions\" 204"), std::string::npos) << text;
   EXPECT_NE(text.find("\"POST /v1/completions\" 400 in=- out=-"), std::string::npos) << text;
   EXPECT_EQ(text.find("Once upon"), std::string::npos) << text;
+}
+
+// The number of times `what` occurs in `text`.
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The synthetic drafter is random, as one made for another model: at temperature 0 the target
+// accepts none of its drafts. Once the requests' drafts add up to kNoAcceptanceWarnDrafts, stderr
+// says so, once.
+TEST_F(Server, ADrafterWhoseDraftsAreAllRejectedIsReportedOnce) {
+  const std::string log = dir_ + "/warnings.log";
+  ServerProcess s({"--model", model(), "--draft", drafter(), "--gamma", "4", "--threads", "1", "--parallel", "1",
+                   "--no-access-log"},
+                  log);
+  ASSERT_TRUE(s.wait_ready());
+  auto drafts_of_a_request = [&](int max_tokens) {
+    const json r =
+        post_ok(s, "/v1/completions",
+                {{"prompt", "Once upon a time"}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}});
+    EXPECT_EQ(r["usage"]["specula"]["accepted_tokens"], 0) << r;
+    return r["usage"]["specula"]["drafted_tokens"].get<int64_t>();
+  };
+  const std::string warning = "specula serve: warning: none of the ";
+  const int64_t first = drafts_of_a_request(3);
+  ASSERT_LT(first, specula::kNoAcceptanceWarnDrafts);
+  EXPECT_EQ(occurrences(read_text(log), warning), 0u) << read_text(log);
+  ASSERT_GE(first + drafts_of_a_request(16), specula::kNoAcceptanceWarnDrafts);
+  drafts_of_a_request(16);
+  const std::string text = read_text(log);
+  EXPECT_EQ(occurrences(text, warning), 1u) << text;
+  EXPECT_NE(text.find(drafter()), std::string::npos) << text;
 }
 
 TEST_F(Server, ATakenPortIsAnErrorNotASharedListener) {

@@ -202,6 +202,8 @@ JobOutcome run_job(Engine& engine, const PreparedJob& job, const std::atomic<boo
   }
   outcome.cancelled = finish == "cancelled";
   outcome.completion_tokens = result.stats.completion_tokens;
+  outcome.drafted_tokens = result.stats.drafted;
+  outcome.accepted_tokens = result.stats.accepted;
   if (first_token)
     outcome.time_to_first_token_ms = std::chrono::duration<double, std::milli>(*first_token - job.arrival).count();
 

@@ -48,6 +48,9 @@ struct JobOutcome {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   double time_to_first_token_ms = -1.0;  // from the request's arrival; -1: no token
+  // For the mismatched-drafter warning.
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
 };
 
 // Runs the generation. Streaming: every SSE event (chunks, the usage chunk, [DONE] or an error

@@ -444,12 +444,21 @@ void HttpServer::refuse_busy(Response& res) const {
   }
 }
 
+// Prompt lookup drafts from the prompt's own text: rejecting them all says nothing about a model.
+void HttpServer::watch_acceptance(const Engine& engine, const JobOutcome& outcome) {
+  const std::string& draft = engine.options().draft;
+  if (!options_.warning_log || draft.empty() || draft == "lookup") return;
+  const std::string warning = acceptance_watch_.add(outcome.drafted_tokens, outcome.accepted_tokens, draft);
+  if (!warning.empty()) options_.warning_log(warning);
+}
+
 // A non-streaming answer: the HTTP thread waits for the generation and watches the connection
 // meanwhile, so a client that hangs up cancels its generation instead of letting it run on.
 void HttpServer::answer_whole(Engine& engine, const std::shared_ptr<PreparedJob>& job, Response& res) {
   auto outcome = std::make_shared<JobOutcome>();
   auto handle = queue_.submit([this, &engine, job, outcome](const std::atomic<bool>& cancelled) {
     *outcome = run_job(engine, *job, cancelled, {}, metrics_);
+    watch_acceptance(engine, *outcome);
   });
   if (handle == nullptr) return refuse_busy(res);
   t_generation = {handle, outcome};
@@ -483,6 +492,7 @@ void HttpServer::answer_stream(Engine& engine, const std::shared_ptr<PreparedJob
     CloseOnExit closer{*channel};
     *outcome = run_job(
         engine, *job, cancelled, [&channel](std::string event) { channel->push(std::move(event)); }, metrics_);
+    watch_acceptance(engine, *outcome);
   });
   if (handle == nullptr) return refuse_busy(res);
   t_generation = {handle, outcome};

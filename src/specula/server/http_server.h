@@ -16,6 +16,7 @@
 #include "specula/server/completion_job.h"
 #include "specula/server/generation_queue.h"
 #include "specula/server/metrics.h"
+#include "specula/speculative/acceptance_check.h"
 
 namespace httplib {
 struct Request;
@@ -43,6 +44,9 @@ struct ServerOptions {
   std::vector<std::string> cors_origins;  // origins browsers may call from ("*": any); empty: no CORS
   // Receives one line per request (server/access_log.h); empty: no access log.
   std::function<void(const std::string& line)> access_log;
+  // Receives warnings about the server's work (a drafter whose drafts are never accepted:
+  // speculative/acceptance_check.h); empty: none are given.
+  std::function<void(const std::string& line)> warning_log;
 };
 
 // Connections beyond --max-queue + --parallel that max_connections must leave room for: a few
@@ -102,6 +106,8 @@ class HttpServer {
   void refuse_busy(Response& res) const;  // 429 queue full, or 503 when stopping
   void answer_whole(Engine& engine, const std::shared_ptr<PreparedJob>& job, Response& res);
   void answer_stream(Engine& engine, const std::shared_ptr<PreparedJob>& job, Response& res);
+  // After each generation: the warning, once, when the drafts of the first requests were all rejected.
+  void watch_acceptance(const Engine& engine, const JobOutcome& outcome);
 
   ServerOptions options_;
   std::unique_ptr<ConnectionServer> http_;
@@ -109,6 +115,7 @@ class HttpServer {
   std::atomic<Engine*> engine_{nullptr};
   GenerationQueue queue_;
   Metrics metrics_;
+  NoAcceptanceWatch acceptance_watch_;
   std::thread listener_;
   int port_ = 0;
   std::atomic<bool> stopped_{false};

@@ -13,4 +13,14 @@ std::string no_acceptance_warning(int64_t drafted, int64_t accepted, const std::
       drafted, draft_source);
 }
 
+std::string NoAcceptanceWatch::add(int64_t drafted, int64_t accepted, const std::string& draft_source) {
+  std::lock_guard lock(mutex_);
+  drafted_ += drafted;
+  accepted_ += accepted;
+  if (warned_) return {};
+  std::string warning = no_acceptance_warning(drafted_, accepted_, draft_source);
+  warned_ = !warning.empty();
+  return warning;
+}
+
 }  // namespace specula
