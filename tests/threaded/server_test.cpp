@@ -4,7 +4,8 @@
 // reuse across two turns (identical to a cold server), a full queue (429), a client disconnecting
 // mid-stream (the worker is free at once, the metrics count the cancellation), the API key,
 // SIGTERM during a generation (exit 0), fresh seeds for unseeded requests, the gamma reserve,
-// GET /v1/models/{id}, CORS, the access log and a non-streaming client that hangs up.
+// GET /v1/models/{id}, CORS, the access log, a non-streaming client that hangs up, and
+// tool_choice "required" answered with a schema-valid tool call.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -386,6 +387,27 @@ TEST_F(Server, SeedsGammaReserveModelByIdCorsAccessLogAndAHungUpClient) {
   EXPECT_NE(text.find("\"OPTIONS /v1/chat/completions\" 204"), std::string::npos) << text;
   EXPECT_NE(text.find("\"POST /v1/completions\" 400 in=- out=-"), std::string::npos) << text;
   EXPECT_EQ(text.find("Once upon"), std::string::npos) << text;
+}
+
+TEST_F(Server, ToolChoiceRequiredReturnsToolCalls) {
+  const json parameters = json::parse(R"({"type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 6}, "unit": {"enum": ["celsius", "fahrenheit"]}},
+    "required": ["city", "unit"], "additionalProperties": false})");
+  json req = chat("What is the weather in Paris?", 120);
+  req["tools"] =
+      json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", parameters}}}}});
+  req["tool_choice"] = "required";
+  req["parallel_tool_calls"] = false;
+  const json doc = post_ok(shared(), "/v1/chat/completions", req);
+  const json& choice = doc["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << doc.dump();
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << doc.dump();
+  const json& function = choice["message"]["tool_calls"][0]["function"];
+  EXPECT_EQ(function["name"], "get_weather");
+  const json arguments = json::parse(function["arguments"].get<std::string>());
+  EXPECT_TRUE(arguments["city"].is_string() && arguments["city"].get<std::string>().size() <= 6) << arguments;
+  EXPECT_TRUE(arguments["unit"] == "celsius" || arguments["unit"] == "fahrenheit") << arguments;
+  EXPECT_EQ(arguments.size(), 2u) << arguments;
 }
 
 TEST_F(Server, ATakenPortIsAnErrorNotASharedListener) {
