@@ -89,7 +89,9 @@ class ToolCallDecoding : public ::testing::Test {
     EXPECT_EQ(found.content, "") << text;
     ASSERT_EQ(found.calls.size(), 1u) << text;
     const text::ToolCall& call = found.calls[0];
-    if (!function.empty()) EXPECT_EQ(call.name, function);
+    if (!function.empty()) {
+      EXPECT_EQ(call.name, function);
+    }
     const nlohmann::json tools = nlohmann::json::parse(kTools);
     const nlohmann::json* schema = nullptr;
     for (const auto& t : tools)

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -405,7 +406,10 @@ TEST_F(Server, ToolChoiceRequiredReturnsToolCalls) {
   const json& function = choice["message"]["tool_calls"][0]["function"];
   EXPECT_EQ(function["name"], "get_weather");
   const json arguments = json::parse(function["arguments"].get<std::string>());
-  EXPECT_TRUE(arguments["city"].is_string() && arguments["city"].get<std::string>().size() <= 6) << arguments;
+  ASSERT_TRUE(arguments["city"].is_string()) << arguments;
+  const std::string city = arguments["city"];
+  const auto characters = std::count_if(city.begin(), city.end(), [](char c) { return (c & 0xC0) != 0x80; });
+  EXPECT_LE(characters, 6) << arguments;  // maxLength counts characters
   EXPECT_TRUE(arguments["unit"] == "celsius" || arguments["unit"] == "fahrenheit") << arguments;
   EXPECT_EQ(arguments.size(), 2u) << arguments;
 }

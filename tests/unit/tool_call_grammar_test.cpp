@@ -262,10 +262,14 @@ TEST(ToolCallGrammar, RandomWalksGiveCallsTheExtractionParsesAndTheSchemaAccepts
       EXPECT_TRUE(found.errors.empty()) << text << "\n" << (found.errors.empty() ? "" : found.errors[0]);
       EXPECT_EQ(found.content, "") << text;
       ASSERT_FALSE(found.calls.empty()) << text;
-      if (!choice.function.empty()) EXPECT_EQ(found.calls.size(), 1u);
+      if (!choice.function.empty()) {
+        EXPECT_EQ(found.calls.size(), 1u);
+      }
       for (const text::ToolCall& call : found.calls) {
         ++calls;
-        if (!choice.function.empty()) EXPECT_EQ(call.name, choice.function);
+        if (!choice.function.empty()) {
+          EXPECT_EQ(call.name, choice.function);
+        }
         const nlohmann::json* tool = nullptr;
         for (const auto& t : schemas)
           if (t["function"]["name"] == call.name) tool = &t;
