@@ -412,6 +412,15 @@ TEST_F(Server, ToolChoiceRequiredReturnsToolCalls) {
   EXPECT_LE(characters, 6) << arguments;  // maxLength counts characters
   EXPECT_TRUE(arguments["unit"] == "celsius" || arguments["unit"] == "fahrenheit") << arguments;
   EXPECT_EQ(arguments.size(), 2u) << arguments;
+  // A schema the grammar cannot enforce is refused before any generation, naming the tool.
+  req["tools"][0]["function"]["parameters"]["properties"]["city"]["pattern"] = "^[A-Z]";
+  const auto refused = post(shared(), "/v1/chat/completions", req.dump());
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400);
+  const json error = json::parse(refused->body)["error"];
+  EXPECT_EQ(error["param"], "tools") << refused->body;
+  EXPECT_NE(error["message"].get<std::string>().find("tools[0].function.parameters"), std::string::npos)
+      << refused->body;
 }
 
 TEST_F(Server, ATakenPortIsAnErrorNotASharedListener) {
