@@ -34,5 +34,8 @@ int fuzz_gguf(const uint8_t* data, size_t size);
 // Output constraints: byte 0 even -> the rest is GBNF grammar text, odd -> a JSON Schema; a
 // grammar that compiles is then run over the same bytes.
 int fuzz_grammar(const uint8_t* data, size_t size);
+// Forced tool calls: byte 0 bit 0 allows parallel calls, bit 1 names the first tool; the rest is a
+// `tools` array (JSON), whose tool-call grammar is then run over the same bytes.
+int fuzz_tool_call_grammar(const uint8_t* data, size_t size);
 
 }  // namespace specula::fuzz

@@ -4,11 +4,13 @@
 // reuse across two turns (identical to a cold server), a full queue (429), a client disconnecting
 // mid-stream (the worker is free at once, the metrics count the cancellation), the API key,
 // SIGTERM during a generation (exit 0), fresh seeds for unseeded requests, the gamma reserve,
-// GET /v1/models/{id}, CORS, the access log, a non-streaming client that hangs up, and the
-// warning, once, about a drafter whose drafts are all rejected.
+// GET /v1/models/{id}, CORS, the access log, a non-streaming client that hangs up, the warning,
+// once, about a drafter whose drafts are all rejected, and tool_choice "required" answered with a
+// schema-valid tool call.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -422,6 +424,39 @@ TEST_F(Server, ADrafterWhoseDraftsAreAllRejectedIsReportedOnce) {
   const std::string text = read_text(log);
   EXPECT_EQ(occurrences(text, warning), 1u) << text;
   EXPECT_NE(text.find(drafter()), std::string::npos) << text;
+}
+
+TEST_F(Server, ToolChoiceRequiredReturnsToolCalls) {
+  const json parameters = json::parse(R"({"type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 6}, "unit": {"enum": ["celsius", "fahrenheit"]}},
+    "required": ["city", "unit"], "additionalProperties": false})");
+  json req = chat("What is the weather in Paris?", 120);
+  req["tools"] =
+      json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", parameters}}}}});
+  req["tool_choice"] = "required";
+  req["parallel_tool_calls"] = false;
+  const json doc = post_ok(shared(), "/v1/chat/completions", req);
+  const json& choice = doc["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << doc.dump();
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << doc.dump();
+  const json& function = choice["message"]["tool_calls"][0]["function"];
+  EXPECT_EQ(function["name"], "get_weather");
+  const json arguments = json::parse(function["arguments"].get<std::string>());
+  ASSERT_TRUE(arguments["city"].is_string()) << arguments;
+  const std::string city = arguments["city"];
+  const auto characters = std::count_if(city.begin(), city.end(), [](char c) { return (c & 0xC0) != 0x80; });
+  EXPECT_LE(characters, 6) << arguments;  // maxLength counts characters
+  EXPECT_TRUE(arguments["unit"] == "celsius" || arguments["unit"] == "fahrenheit") << arguments;
+  EXPECT_EQ(arguments.size(), 2u) << arguments;
+  // A schema the grammar cannot enforce is refused before any generation, naming the tool.
+  req["tools"][0]["function"]["parameters"]["properties"]["city"]["pattern"] = "^[A-Z]";
+  const auto refused = post(shared(), "/v1/chat/completions", req.dump());
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400);
+  const json error = json::parse(refused->body)["error"];
+  EXPECT_EQ(error["param"], "tools") << refused->body;
+  EXPECT_NE(error["message"].get<std::string>().find("tools[0].function.parameters"), std::string::npos)
+      << refused->body;
 }
 
 TEST_F(Server, ATakenPortIsAnErrorNotASharedListener) {

@@ -33,6 +33,7 @@ const Target kTargets[] = {
     {"openai_request", specula::fuzz::fuzz_openai_request},
     {"gguf", specula::fuzz::fuzz_gguf},
     {"grammar", specula::fuzz::fuzz_grammar},
+    {"tool_call_grammar", specula::fuzz::fuzz_tool_call_grammar},
 };
 
 std::vector<fs::path> inputs(const fs::path& dir) {

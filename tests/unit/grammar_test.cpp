@@ -57,7 +57,8 @@ TEST(GbnfParser, ErrorsNameLineAndColumn) {
   EXPECT_EQ(test::error_of([] { parse_gbnf("root ::= \"a\"\nfoo ::= (\"b\"\n"); }),
             "grammar line 3, column 1: expected ')' to close the group, found the end of the grammar");
   EXPECT_EQ(test::error_of([] { parse_gbnf("root ::= \"a\" ]"); }),
-            "grammar line 1, column 14: expected a literal, a character class, '.', '(' or a rule name, found ']'");
+            "grammar line 1, column 14: expected a literal, a character class, '.', '(', a token <[id]> or a rule "
+            "name, found ']'");
   EXPECT_EQ(test::error_of([] { parse_gbnf("root ::= \"\\q\""); }), "grammar line 1, column 11: unknown escape '\\q'");
   EXPECT_EQ(test::error_of([] { parse_gbnf("root ::= [z-a]"); }),
             "grammar line 1, column 13: class range U+007A-U+0061 is reversed");

@@ -109,6 +109,13 @@ TEST(ServerRequest, ToolCallsAndToolMessagesAreNormalized) {
   EXPECT_EQ(r.messages[2]["tool_call_id"], "call_1");
   EXPECT_EQ(r.tool_choice, ToolChoice::Function);
   EXPECT_TRUE(r.tools.is_array());
+  EXPECT_TRUE(r.parallel_tool_calls);
+  const auto single = parse_chat_completion_request(
+      R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],
+          "tool_choice":"required","parallel_tool_calls":false})",
+      kLimits);
+  EXPECT_EQ(single.tool_choice, ToolChoice::Required);
+  EXPECT_FALSE(single.parallel_tool_calls);
   const auto none = parse_chat_completion_request(
       R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],
           "tool_choice":"none"})",
@@ -144,6 +151,14 @@ TEST(ServerRequest, ChatRefusalsNameTheField) {
       {R"({"messages":[{"role":"user","content":"x"}],"gamma":-1})", "gamma"},
       {R"({"messages":[{"role":"user","content":"x"}],"speculative":1})", "speculative"},
       {R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})", "tool_choice"},
+      {R"({"messages":[{"role":"user","content":"x"}],"parallel_tool_calls":"no"})", "parallel_tool_calls"},
+      // A forced tool call and a content constraint exclude each other.
+      {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],
+          "tool_choice":"required","response_format":{"type":"json_object"}})",
+       "response_format"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],
+          "tool_choice":{"type":"function","function":{"name":"f"}},"grammar":"root ::= \"a\""})",
+       "grammar"},
       {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})", "tools[0].function"},
       {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}})", "response_format.type"},
       {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})",

@@ -173,6 +173,8 @@ class Engine {
   int64_t running() const;
   int64_t waiting() const;
   double kv_utilization() const;
+  // The token bytes for constrained decoding (grammar/token_trie.h), built on first use.
+  std::shared_ptr<const grammar::TokenTrie> token_vocabulary() const;
 
  private:
   Engine();
@@ -185,8 +187,6 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   SamplingParams default_sampling_;
   GammaChoice gamma_;
-  // The token bytes for constrained decoding, built on first use.
-  std::shared_ptr<const grammar::TokenTrie> token_vocabulary() const;
   mutable std::once_flag token_vocabulary_once_;
   mutable std::shared_ptr<const grammar::TokenTrie> token_vocabulary_;
 };

@@ -10,6 +10,7 @@ namespace specula::grammar {
 namespace {
 
 constexpr size_t kMaxNesting = 200;
+constexpr uint64_t kMaxTokenId = 0x7FFFFFFF;  // token ids are int32
 
 bool is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
@@ -119,6 +120,7 @@ class GbnfParser {
     const char c = peek();
     if (c == '"') return parse_literal();
     if (c == '[') return {Item{ElementKind::Chars, parse_class()}};
+    if (c == '<') return {Item{ElementKind::Token, parse_token_id()}};
     if (c == '.') {
       ++pos_;
       return {Item{ElementKind::Chars, b_.char_set({{0, kMaxCodePoint}}, false)}};
@@ -133,7 +135,7 @@ class GbnfParser {
       return {Item{ElementKind::Rule, group}};
     }
     if (is_name_char(c)) return {Item{ElementKind::Rule, b_.rule(parse_name())}};
-    error(describe_unexpected("a literal, a character class, '.', '(' or a rule name"));
+    error(describe_unexpected("a literal, a character class, '.', '(', a token <[id]> or a rule name"));
   }
 
   // Rewrites the repetition operators into helper rules; appends the result to `seq`.
@@ -203,6 +205,24 @@ class GbnfParser {
     const uint32_t group = b_.helper_rule("group");
     b_.add_alternative(group, std::move(items));
     return Item{ElementKind::Rule, group};
+  }
+
+  // <[id]>: a token terminal.
+  uint32_t parse_token_id() {
+    const size_t start = pos_;
+    if (s_.substr(pos_, 2) != "<[") error("expected a token as <[id]>");
+    pos_ += 2;
+    uint64_t id = 0;
+    const size_t digits = pos_;
+    while (!at_end() && s_[pos_] >= '0' && s_[pos_] <= '9') {
+      id = id * 10 + static_cast<uint64_t>(s_[pos_] - '0');
+      if (id > kMaxTokenId) error_at(start, fmt::format("token id exceeds the limit {}", kMaxTokenId));
+      ++pos_;
+    }
+    if (pos_ == digits) error(describe_unexpected("a token id"));
+    if (s_.substr(pos_, 2) != "]>") error(describe_unexpected("']>' to close the token"));
+    pos_ += 2;
+    return static_cast<uint32_t>(id);
   }
 
   uint32_t parse_count() {

@@ -7,6 +7,7 @@
 //   digit  ::= [0-9]             # classes: ranges, [^...] negation, escapes
 //   any    ::= .                 # any one character
 //   item   ::= x? | x* | x+ | x{2} | x{2,} | x{2,5}
+//   call   ::= <[48]> "call:"     # a token terminal: token id 48, matched by id (grammar.h)
 //
 // Literals are "..." with \n \r \t \\ \" \xHH \uHHHH \UHHHHHHHH escapes; classes take the same
 // escapes plus \] \[ \- \^. Names are letters, digits, '-' and '_'. A rule runs until the next

@@ -112,6 +112,15 @@ bool Grammar::set_intersects(uint32_t set, uint32_t first, uint32_t last) const 
   return it != ranges.begin() && std::prev(it)->last >= first;
 }
 
+std::vector<int32_t> Grammar::token_terminals() const {
+  std::vector<int32_t> ids;
+  for (const Element& e : elements)
+    if (e.kind == ElementKind::Token) ids.push_back(static_cast<int32_t>(e.value));
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
 uint32_t GrammarBuilder::rule(const std::string& name) {
   if (auto it = index_.find(name); it != index_.end()) return it->second;
   if (names_.size() >= kMaxRules) fail("grammar: more than {} rules", kMaxRules);

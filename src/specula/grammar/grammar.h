@@ -1,8 +1,10 @@
 #pragma once
 // A context-free grammar over Unicode code points, in the flat form the matcher walks
 // (grammar_matcher.h). Rules are alternatives of sequences; a sequence's elements are character
-// sets (sorted, disjoint code point ranges) or references to rules. Repetitions and groups of the
-// text format (gbnf_parser.h) are already rewritten into helper rules here.
+// sets (sorted, disjoint code point ranges), references to rules, or token terminals: one token id
+// of the vocabulary, matched by id and never by text (a tokenizer's special tokens, e.g. Gemma's
+// <|tool_call>, have no text an ordinary token could spell). Repetitions and groups of the text
+// format (gbnf_parser.h) are already rewritten into helper rules here.
 //
 // Build() checks what would make matching loop or fail silently: undefined or unreachable-root
 // references and left recursion (a rule reaching itself before consuming a character, also through
@@ -19,11 +21,11 @@ struct CodePointRange {
   uint32_t last = 0;  // inclusive
 };
 
-enum class ElementKind : uint8_t { End, Chars, Rule };
+enum class ElementKind : uint8_t { End, Chars, Rule, Token };
 
 struct Element {
   ElementKind kind = ElementKind::End;
-  uint32_t value = 0;  // Chars: index into char_sets; Rule: rule index
+  uint32_t value = 0;  // Chars: index into char_sets; Rule: rule index; Token: token id
 };
 
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
@@ -40,11 +42,13 @@ struct Grammar {
   bool set_contains(uint32_t set, uint32_t code_point) const;
   // Whether the set holds any code point in [first, last].
   bool set_intersects(uint32_t set, uint32_t first, uint32_t last) const;
+  // The ids of every token terminal, sorted and unique.
+  std::vector<int32_t> token_terminals() const;
 };
 
 // One item of a sequence while a grammar is being built.
 struct Item {
-  ElementKind kind = ElementKind::Chars;  // Chars or Rule
+  ElementKind kind = ElementKind::Chars;  // Chars, Rule or Token
   uint32_t value = 0;
 };
 

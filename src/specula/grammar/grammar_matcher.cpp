@@ -36,7 +36,7 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar) : grammar
 void GrammarMatcher::expand(Stack stack, std::vector<Stack>& out) const {
   if (out.size() > kMaxStacks)
     fail("grammar: more than {} simultaneous parses (the grammar is too ambiguous)", kMaxStacks);
-  if (stack.empty() || grammar_->elements[stack.back()].kind == ElementKind::Chars) {
+  if (stack.empty() || grammar_->elements[stack.back()].kind != ElementKind::Rule) {
     out.push_back(std::move(stack));
     return;
   }
@@ -59,12 +59,17 @@ void GrammarMatcher::canonicalize(std::vector<Stack>& stacks) const {
   stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
 }
 
-bool GrammarMatcher::accept_code_point(uint32_t cp) {
+bool GrammarMatcher::top_is(const Stack& s, ElementKind kind) const {
+  return !s.empty() && grammar_->elements[s.back()].kind == kind;
+}
+
+// Moves every stack whose top `matches` past that top; false (and nothing changed) when none does.
+template <typename Matches>
+bool GrammarMatcher::advance_stacks(Matches&& matches) {
   std::vector<Stack> next;
   for (const Stack& s : stacks_) {
-    if (s.empty()) continue;
+    if (s.empty() || !matches(grammar_->elements[s.back()])) continue;
     const uint32_t pos = s.back();
-    if (!grammar_->set_contains(grammar_->elements[pos].value, cp)) continue;
     Stack t(s.begin(), s.end() - 1);
     if (grammar_->elements[pos + 1].kind != ElementKind::End) t.push_back(pos + 1);
     expand(std::move(t), next);
@@ -75,10 +80,32 @@ bool GrammarMatcher::accept_code_point(uint32_t cp) {
   return true;
 }
 
+bool GrammarMatcher::accept_code_point(uint32_t cp) {
+  return advance_stacks(
+      [&](const Element& e) { return e.kind == ElementKind::Chars && grammar_->set_contains(e.value, cp); });
+}
+
+bool GrammarMatcher::accept_token_id(int32_t token) {
+  if (partial_remaining_ != 0 || token < 0) return false;
+  return advance_stacks(
+      [&](const Element& e) { return e.kind == ElementKind::Token && e.value == static_cast<uint32_t>(token); });
+}
+
+std::vector<int32_t> GrammarMatcher::next_token_terminals() const {
+  std::vector<int32_t> ids;
+  if (partial_remaining_ != 0) return ids;
+  for (const Stack& s : stacks_)
+    if (top_is(s, ElementKind::Token)) ids.push_back(static_cast<int32_t>(grammar_->elements[s.back()].value));
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
 bool GrammarMatcher::keep_stacks_accepting(uint32_t first, uint32_t last) {
   std::vector<Stack> kept;
   for (const Stack& s : stacks_)
-    if (!s.empty() && grammar_->set_intersects(grammar_->elements[s.back()].value, first, last)) kept.push_back(s);
+    if (top_is(s, ElementKind::Chars) && grammar_->set_intersects(grammar_->elements[s.back()].value, first, last))
+      kept.push_back(s);
   if (kept.empty()) return false;
   stacks_ = std::move(kept);
   return true;

@@ -5,7 +5,8 @@
 // partial character survives only while some stack accepts a code point it can still become.
 //
 // A stack lists element positions (the next element of each open alternative, innermost last) and
-// is always expanded until its top is a character set; an empty stack means the grammar can end.
+// is always expanded until its top is a character set or a token terminal; an empty stack means
+// the grammar can end. Token terminals are passed by id (accept_token_id), never by bytes.
 // Copying a matcher is the way to explore (speculative drafts, the token mask) and roll back.
 #include <cstdint>
 #include <memory>
@@ -25,6 +26,10 @@ class GrammarMatcher {
   bool accept_byte(uint8_t byte);
   // Advances by every byte; false (and the state unchanged) when one is rejected.
   bool accept_bytes(std::string_view bytes);
+  // Advances past the token terminal `token`; false (and the state unchanged) when none may come here.
+  bool accept_token_id(int32_t token);
+  // The token terminals that may come next, sorted and unique (none inside a partial character).
+  std::vector<int32_t> next_token_terminals() const;
 
   // The output so far is a complete sentence of the grammar.
   bool can_end() const;
@@ -42,6 +47,9 @@ class GrammarMatcher {
   // Expands `stack` until every resulting stack's top is a character set (or it is empty).
   void expand(Stack stack, std::vector<Stack>& out) const;
   bool accept_code_point(uint32_t cp);
+  bool top_is(const Stack& s, ElementKind kind) const;
+  template <typename Matches>
+  bool advance_stacks(Matches&& matches);
   // Keeps the stacks whose top may match some code point in [first, last].
   bool keep_stacks_accepting(uint32_t first, uint32_t last);
   void canonicalize(std::vector<Stack>& stacks) const;

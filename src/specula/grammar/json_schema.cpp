@@ -22,19 +22,35 @@ using json = nlohmann::ordered_json;
 constexpr int kMaxDepth = 64;
 constexpr uint64_t kMaxCount = kMaxRepetition;
 
-// The generic JSON value rules every schema grammar may use. Whitespace is bounded so that a model
-// cannot stall in an endless run of blanks.
-constexpr const char* kBaseRules = R"(ws ::= [ \t\n]{0,20}
-json-char ::= [^"\\\x00-\x1f] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
-json-string ::= "\"" json-char* "\""
-json-integer ::= "-"? ( "0" | [1-9] [0-9]{0,17} )
+// Numbers, booleans and null: written alike in JSON and in Gemma's argument syntax.
+constexpr const char* kScalarRules = R"(json-integer ::= "-"? ( "0" | [1-9] [0-9]{0,17} )
 json-number ::= json-integer ( "." [0-9]+ )? ( [eE] [-+]? [0-9]{1,3} )?
 json-boolean ::= "true" | "false"
 json-null ::= "null"
+)";
+// The generic JSON value rules every schema grammar may use. Whitespace is bounded so that a model
+// cannot stall in an endless run of blanks.
+constexpr const char* kJsonRules = R"(ws ::= [ \t\n]{0,20}
+json-char ::= [^"\\\x00-\x1f] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
+json-string ::= "\"" json-char* "\""
 json-value ::= json-object | json-array | json-string | json-number | json-boolean | json-null
 json-member ::= json-string ws ":" ws json-value ws
 json-object ::= "{" ws ( json-member ( "," ws json-member )* )? "}"
 json-array ::= "[" ws ( json-value ws ( "," ws json-value ws )* )? "]"
+)";
+
+// Gemma tool-call arguments: no whitespace, keys bare or delimited, strings between the delimiter
+// token {0}. String text never holds "|>" (gemma-text-pipe: after a '|'), so it cannot spell the
+// text of <|"|> or <tool_call|>, which the extraction (text/tool_calls.h) would take for the tokens.
+constexpr const char* kGemmaRules = R"(ws ::= ""
+gemma-string ::= <[{0}]> gemma-text <[{0}]>
+gemma-text ::= ( [^|] gemma-text | "|" gemma-text-pipe )?
+gemma-text-pipe ::= ( [^|>] gemma-text | "|" gemma-text-pipe )?
+gemma-key ::= [A-Za-z_] [A-Za-z0-9_-]{{0,63}} | gemma-string
+gemma-value ::= gemma-object | gemma-array | gemma-string | json-number | json-boolean | json-null
+gemma-member ::= gemma-key ":" gemma-value
+gemma-object ::= "{{" ( gemma-member ( "," gemma-member )* )? "}}"
+gemma-array ::= "[" ( gemma-value ( "," gemma-value )* )? "]"
 )";
 
 // Keywords that assert something this subset cannot enforce: refusing them keeps a constraint
@@ -80,6 +96,34 @@ std::string gbnf_literal(const std::string& bytes) {
 
 std::string json_literal(const json& value) {
   return gbnf_literal(value.dump(-1, ' ', false, json::error_handler_t::strict));
+}
+
+// A key the Gemma extraction reads bare: no separators, spaces or delimiter text.
+bool is_bare_key(const std::string& key) {
+  if (key.empty() || key.find("<|") != std::string::npos || key.find("|>") != std::string::npos) return false;
+  return key.find_first_of(":,{}[] \t\n\r") == std::string::npos;
+}
+
+std::string gemma_key_literal(const std::string& key, int32_t delimiter) {
+  if (is_bare_key(key)) return gbnf_literal(key);
+  return fmt::format("<[{0}]> {1} <[{0}]>", delimiter, gbnf_literal(key));
+}
+
+// A fixed value (enum, const) in Gemma's argument syntax.
+std::string gemma_literal(const json& value, int32_t delimiter) {
+  if (value.is_string()) return fmt::format("<[{0}]> {1} <[{0}]>", delimiter, gbnf_literal(value.get<std::string>()));
+  if (value.is_object()) {
+    std::vector<std::string> members;
+    for (const auto& [k, v] : value.items())
+      members.push_back(gemma_key_literal(k, delimiter) + " \":\" " + gemma_literal(v, delimiter));
+    return fmt::format("\"{{\" {} \"}}\"", fmt::join(members, " \",\" "));
+  }
+  if (value.is_array()) {
+    std::vector<std::string> items;
+    for (const json& v : value) items.push_back(gemma_literal(v, delimiter));
+    return fmt::format("\"[\" {} \"]\"", fmt::join(items, " \",\" "));
+  }
+  return json_literal(value);
 }
 
 std::string repeat(const std::string& item, uint64_t min, std::optional<uint64_t> max) {
@@ -135,13 +179,15 @@ std::string signed_range(int64_t lo, int64_t hi) {
 
 class SchemaCompiler {
  public:
-  explicit SchemaCompiler(const json& root) : root_(root) {}
+  SchemaCompiler(const json& root, std::string prefix, const ValueSyntax& syntax)
+      : root_(root), prefix_(std::move(prefix)), syntax_(syntax) {}
 
-  std::string compile() {
+  // "rule ::= ..." and the helper rules, without the base rules.
+  std::string compile(const std::string& rule) {
     const std::string body = visit(root_, "#", 0);
-    std::string out = "root ::= " + body + "\n";
+    std::string out = rule + " ::= " + body + "\n";
     for (const auto& [name, def] : rules_) out += name + " ::= " + def + "\n";
-    return out + kBaseRules;
+    return out;
   }
 
  private:
@@ -150,7 +196,7 @@ class SchemaCompiler {
   }
 
   std::string new_rule(const std::string& hint, const std::string& body) {
-    std::string name = "s" + std::to_string(rules_.size()) + "-";
+    std::string name = prefix_ + std::to_string(rules_.size()) + "-";
     for (const char c : hint) name += (std::isalnum(static_cast<unsigned char>(c)) ? c : '-');
     if (name.size() > 40) name.resize(40);
     rules_.emplace_back(name, body);
@@ -162,14 +208,14 @@ class SchemaCompiler {
     if (depth > kMaxDepth) error(path, fmt::format("nested deeper than {} levels", kMaxDepth));
     if (schema.is_boolean()) {
       if (!schema.get<bool>()) error(path, "the schema 'false' matches nothing");
-      return "json-value";
+      return any_value();
     }
     if (!schema.is_object()) error(path, "a schema must be an object or a boolean");
     for (const auto& [key, _] : schema.items())
       if (kUnsupported.contains(key)) error(path, fmt::format("keyword '{}' is not supported", key));
 
     if (schema.contains("$ref")) return visit_ref(schema, path, depth);
-    if (schema.contains("const")) return with_nullable(schema, json_literal(schema["const"]));
+    if (schema.contains("const")) return with_nullable(schema, literal(schema["const"]));
     if (schema.contains("enum")) return visit_enum(schema, path);
     for (const char* key : {"anyOf", "oneOf"})
       if (schema.contains(key)) return visit_alternatives(schema, key, path, depth);
@@ -184,7 +230,7 @@ class SchemaCompiler {
       if (schema.contains("properties") || schema.contains("additionalProperties") || schema.contains("required"))
         return visit_typed(schema, "object", path, depth);
       if (schema.contains("items")) return visit_typed(schema, "array", path, depth);
-      return "json-value";
+      return any_value();
     }
     const json& type = schema["type"];
     std::vector<std::string> types;
@@ -236,7 +282,7 @@ class SchemaCompiler {
     const json& values = schema["enum"];
     if (!values.is_array() || values.empty()) error(path + "/enum", "'enum' must be a non-empty array");
     std::vector<std::string> alts;
-    for (const json& v : values) alts.push_back(json_literal(v));
+    for (const json& v : values) alts.push_back(literal(v));
     if (schema.value("nullable", false)) alts.push_back("json-null");
     return "( " + fmt::format("{}", fmt::join(alts, " | ")) + " )";
   }
@@ -294,7 +340,7 @@ class SchemaCompiler {
         schema.contains("additionalProperties") ? schema["additionalProperties"] : json(props.empty());
     std::string extra_value;  // empty: no further members
     if (additional.is_boolean()) {
-      if (additional.get<bool>()) extra_value = "json-value";
+      if (additional.get<bool>()) extra_value = any_value();
     } else if (additional.is_object()) {
       extra_value = visit(additional, path + "/additionalProperties", depth + 1);
     } else {
@@ -302,7 +348,7 @@ class SchemaCompiler {
     }
     if (props.empty()) {
       if (extra_value.empty()) return "\"{\" ws \"}\"";
-      const std::string member = new_rule("member", "json-string ws \":\" ws " + extra_value + " ws");
+      const std::string member = new_rule("member", any_key() + " ws \":\" ws " + extra_value + " ws");
       return fmt::format("\"{{\" ws ( {0} ( \",\" ws {0} )* )? \"}}\"", member);
     }
     // Members in declared order; an optional member may be skipped. The first one written has no
@@ -310,12 +356,12 @@ class SchemaCompiler {
     std::vector<std::pair<std::string, bool>> members;  // rule, required
     for (const auto& [name, sub] : props.items()) {
       const std::string value = visit(sub, path + "/properties/" + name, depth + 1);
-      const std::string rule = new_rule("prop-" + name, json_literal(json(name)) + " ws \":\" ws " + value + " ws");
+      const std::string rule = new_rule("prop-" + name, key_literal(name) + " ws \":\" ws " + value + " ws");
       members.emplace_back(rule, required.contains(name));
     }
     std::string extras;
     if (!extra_value.empty()) {
-      const std::string member = new_rule("extra", "json-string ws \":\" ws " + extra_value + " ws");
+      const std::string member = new_rule("extra", any_key() + " ws \":\" ws " + extra_value + " ws");
       extras = fmt::format(" ( \",\" ws {} )*", member);
     }
     auto tail_after = [&](size_t first) {
@@ -334,7 +380,7 @@ class SchemaCompiler {
     std::string body = "( " + fmt::format("{}", fmt::join(alts, " | ")) + " )";
     if (all_optional) {
       if (!extra_value.empty()) {
-        const std::string member = new_rule("extra", "json-string ws \":\" ws " + extra_value + " ws");
+        const std::string member = new_rule("extra", any_key() + " ws \":\" ws " + extra_value + " ws");
         body = "( " + body + " | " + member + extras + " )";
       }
       body += "?";
@@ -344,7 +390,7 @@ class SchemaCompiler {
 
   std::string visit_array(const json& schema, const std::string& path, int depth) {
     const std::string item =
-        schema.contains("items") ? visit(schema["items"], path + "/items", depth + 1) : "json-value";
+        schema.contains("items") ? visit(schema["items"], path + "/items", depth + 1) : any_value();
     const uint64_t min = count(schema, "minItems", path).value_or(0);
     const std::optional<uint64_t> max = count(schema, "maxItems", path);
     if (max && *max < min) error(path, fmt::format("maxItems {} is below minItems {}", *max, min));
@@ -361,8 +407,34 @@ class SchemaCompiler {
     const uint64_t min = count(schema, "minLength", path).value_or(0);
     const std::optional<uint64_t> max = count(schema, "maxLength", path);
     if (max && *max < min) error(path, fmt::format("maxLength {} is below minLength {}", *max, min));
+    if (gemma()) return min == 0 && !max ? "gemma-string" : gemma_bounded_string(min, max);
     if (min == 0 && !max) return "json-string";
     return "\"\\\"\" " + repeat("json-char", min, max) + " \"\\\"\"";
+  }
+
+  // A Gemma string of min to max characters: rule k (o: after a character other than '|', p: after
+  // a '|') has k characters written, so the "|>" exclusion of gemma-text holds while counting.
+  std::string gemma_bounded_string(uint64_t min, std::optional<uint64_t> max) {
+    const uint64_t counted = max.value_or(min);
+    std::string o = max ? "\"\"" : "gemma-text";
+    std::string p = max ? "\"\"" : "gemma-text-pipe";
+    for (uint64_t k = counted; k-- > 0;) {
+      const std::string optional = k >= min ? "?" : "";
+      const std::string next_o = new_rule("text", fmt::format("( [^|] {} | \"|\" {} ){}", o, p, optional));
+      p = new_rule("text-pipe", fmt::format("( [^|>] {} | \"|\" {} ){}", o, p, optional));
+      o = next_o;
+    }
+    return fmt::format("<[{0}]> {1} <[{0}]>", syntax_.string_delimiter, o);
+  }
+
+  bool gemma() const { return syntax_.kind == ValueSyntax::Kind::GemmaArguments; }
+  std::string any_value() const { return gemma() ? "gemma-value" : "json-value"; }
+  std::string any_key() const { return gemma() ? "gemma-key" : "json-string"; }
+  std::string literal(const json& value) const {
+    return gemma() ? gemma_literal(value, syntax_.string_delimiter) : json_literal(value);
+  }
+  std::string key_literal(const std::string& key) const {
+    return gemma() ? gemma_key_literal(key, syntax_.string_delimiter) : json_literal(json(key));
   }
 
   // A bound as a number, or nullopt; exclusive bounds may be numbers (2019+) or booleans (draft 4).
@@ -420,16 +492,31 @@ class SchemaCompiler {
   }
 
   const json& root_;
+  const std::string prefix_;
+  const ValueSyntax syntax_;
   std::vector<std::pair<std::string, std::string>> rules_;
   std::map<std::string, std::string> ref_rules_;
 };
 
 }  // namespace
 
-std::string json_schema_to_gbnf(const json& schema) { return SchemaCompiler(schema).compile(); }
+std::string json_schema_rules(const json& schema, const std::string& rule, const std::string& prefix,
+                              const ValueSyntax& syntax) {
+  return SchemaCompiler(schema, prefix, syntax).compile(rule);
+}
+
+std::string value_base_rules(const ValueSyntax& syntax) {
+  if (syntax.kind == ValueSyntax::Kind::Json) return std::string(kJsonRules) + kScalarRules;
+  if (syntax.string_delimiter < 0) fail("json schema: Gemma's argument syntax needs the string delimiter token");
+  return fmt::format(fmt::runtime(kGemmaRules), syntax.string_delimiter) + kScalarRules;
+}
+
+std::string json_schema_to_gbnf(const json& schema) {
+  return json_schema_rules(schema, "root", "s", ValueSyntax{}) + value_base_rules(ValueSyntax{});
+}
 
 Grammar grammar_from_json_schema(const json& schema) { return parse_gbnf(json_schema_to_gbnf(schema)); }
 
-std::string json_object_gbnf() { return std::string("root ::= json-object\n") + kBaseRules; }
+std::string json_object_gbnf() { return "root ::= json-object\n" + value_base_rules(ValueSyntax{}); }
 
 }  // namespace specula::grammar

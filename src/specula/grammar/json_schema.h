@@ -13,6 +13,7 @@
 // Assertions outside the subset (pattern, not, if/then/else, patternProperties, prefixItems,
 // uniqueItems, multipleOf, ...) throw specula::Error naming the keyword and its location, so a
 // constraint is never dropped silently; annotations (title, description, default, ...) are ignored.
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +25,22 @@ namespace specula::grammar {
 // The grammar text of `schema` (root rule "root"). Throws specula::Error naming the schema path.
 std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
 Grammar grammar_from_json_schema(const nlohmann::ordered_json& schema);
+
+// How a schema's values are written: JSON, or the arguments of a Gemma 4 tool call
+// (text/tool_calls.h, tool_call_grammar.h): no whitespace, keys bare (between <|"|> when they hold
+// separators), strings between the <|"|> token matched by id, enum and const values likewise.
+// Gemma string text never holds "|>", so it cannot spell the text of <|"|> or <tool_call|>.
+struct ValueSyntax {
+  enum class Kind : uint8_t { Json, GemmaArguments };
+  Kind kind = Kind::Json;
+  int32_t string_delimiter = -1;  // GemmaArguments: the <|"|> token id
+};
+
+// For grammars that hold several schemas: "rule ::= ..." with helper rules named "<prefix>N-...",
+// without the base rules (value_base_rules) they refer to. Throws specula::Error like the above.
+std::string json_schema_rules(const nlohmann::ordered_json& schema, const std::string& rule, const std::string& prefix,
+                              const ValueSyntax& syntax);
+std::string value_base_rules(const ValueSyntax& syntax);
 
 // Any JSON object (OpenAI's response_format {"type": "json_object"}).
 std::string json_object_gbnf();

@@ -17,6 +17,18 @@ constexpr size_t kMaxCachedMasks = 32;
 
 }  // namespace
 
+void check_token_terminals(const Grammar& grammar, const TokenTrie& trie, size_t vocab_size,
+                           const std::vector<int32_t>& end_tokens) {
+  for (const int32_t id : grammar.token_terminals()) {
+    if (static_cast<size_t>(id) >= vocab_size)
+      fail("grammar: token <[{}]> is outside the vocabulary of {} tokens", id, vocab_size);
+    if (static_cast<size_t>(id) < trie.vocab_size() && !trie.bytes_of(id).empty())
+      fail("grammar: token <[{}]> is an ordinary token (write its text \"{}\" instead)", id, trie.bytes_of(id));
+    if (std::find(end_tokens.begin(), end_tokens.end(), id) != end_tokens.end())
+      fail("grammar: token <[{}]> ends the generation and cannot be part of the output", id);
+  }
+}
+
 size_t TokenMasker::KeyHash::operator()(const std::vector<uint32_t>& k) const {
   uint64_t h = 1469598103934665603ull;
   for (const uint32_t v : k) h = (h ^ v) * 1099511628211ull;
@@ -36,6 +48,7 @@ TokenMasker::TokenMasker(std::shared_ptr<const Grammar> grammar, std::shared_ptr
   for (const int32_t t : end_tokens_)
     if (t < 0 || static_cast<size_t>(t) >= vocab_size_)
       fail("token mask: end token {} is outside the vocabulary of {}", t, vocab_size_);
+  check_token_terminals(*grammar_, *trie_, vocab_size_, end_tokens_);
   depth_state_.resize(trie_->max_depth() + 1);
   reset_automaton();
 }
@@ -56,9 +69,9 @@ bool TokenMasker::is_end_token(int32_t token) const {
 
 bool TokenMasker::accept_token(GrammarMatcher& state, int32_t token) const {
   if (is_end_token(token)) return state.can_end();
-  if (token < 0 || static_cast<size_t>(token) >= trie_->vocab_size()) return false;
-  const std::string& bytes = trie_->bytes_of(token);
-  return !bytes.empty() && state.accept_bytes(bytes);
+  if (token < 0 || static_cast<size_t>(token) >= vocab_size_) return false;
+  const bool has_bytes = static_cast<size_t>(token) < trie_->vocab_size() && !trie_->bytes_of(token).empty();
+  return has_bytes ? state.accept_bytes(trie_->bytes_of(token)) : state.accept_token_id(token);
 }
 
 int32_t TokenMasker::intern(const GrammarMatcher& state) {
@@ -106,6 +119,8 @@ std::span<const uint64_t> TokenMasker::mask(const GrammarMatcher& state) {
   if (auto it = masks_.find(root); it != masks_.end()) return it->second;
   result_.assign((vocab_size_ + 63) / 64, 0);
   walk(root, result_);
+  for (const int32_t tok : state.next_token_terminals())
+    result_[static_cast<size_t>(tok) >> 6] |= uint64_t{1} << (tok & 63);
   if (state.can_end())
     for (const int32_t tok : end_tokens_) result_[static_cast<size_t>(tok) >> 6] |= uint64_t{1} << (tok & 63);
   if (masks_.size() >= kMaxCachedMasks) masks_.clear();

@@ -5,6 +5,9 @@
 // automaton (state x byte -> state), so a walk is mostly table lookups, and recent masks are kept
 // per state: repeated states (e.g. inside a JSON string) cost a copy.
 //
+// Token terminals (grammar.h) are allowed by id on top of the walk: they must name tokens without
+// bytes (special tokens), which the trie does not hold, so no ordinary token can stand for them.
+//
 // A masker belongs to one generation (its caches are not shared between threads); the grammar and
 // the trie may be shared.
 #include <cstdint>
@@ -18,10 +21,16 @@
 
 namespace specula::grammar {
 
+// Throws specula::Error when a token terminal of `grammar` is outside [0, vocab_size), has bytes in
+// `trie` (an ordinary token: the grammar should spell its text) or is one of `end_tokens`.
+void check_token_terminals(const Grammar& grammar, const TokenTrie& trie, size_t vocab_size,
+                           const std::vector<int32_t>& end_tokens);
+
 class TokenMasker {
  public:
-  // vocab_size: the model's (>= the trie's; ids past the trie are never allowed). end_tokens: the
-  // tokens that end generation (EOS), allowed exactly when the grammar can end.
+  // vocab_size: the model's (>= the trie's; ids past the trie are allowed only as token terminals).
+  // end_tokens: the tokens that end generation (EOS), allowed exactly when the grammar can end.
+  // Throws specula::Error for a token terminal check_token_terminals refuses.
   TokenMasker(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie, size_t vocab_size,
               std::vector<int32_t> end_tokens);
 

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "specula/grammar/token_mask.h"
+#include "specula/grammar/tool_call_grammar.h"
 #include "specula/model/target_model.h"
 #include "specula/sample/rng.h"
 #include "specula/server/tool_call_stream.h"
@@ -39,6 +41,18 @@ GammaChoice checked_gamma(const Engine& engine, const std::string& text) {
   return choice;
 }
 
+// Token terminals (<[id]>) must be special tokens of the served vocabulary; refused with a 400 naming
+// `param` before any work starts.
+void refuse_bad_token_terminals(const Engine& engine, const grammar::Grammar& g, const std::string& param) {
+  if (g.token_terminals().empty()) return;
+  try {
+    grammar::check_token_terminals(g, *engine.token_vocabulary(), static_cast<size_t>(engine.model().vocab_size()),
+                                   engine.model().eos_token_ids());
+  } catch (const specula::Error& e) {
+    throw invalid_request(fmt::format("'{}' is invalid: {}", param, e.what()), param);
+  }
+}
+
 // Context check, max_tokens, sampling and the specula extension: shared by both endpoints.
 void finish_prepare(const Engine& engine, const GenerationParams& params, const PrepareOptions& options,
                     const char* prompt_param, PreparedJob& job) {
@@ -62,6 +76,7 @@ void finish_prepare(const Engine& engine, const GenerationParams& params, const 
     throw invalid_request(e.what(), "");
   }
   g.ignore_eos = params.ignore_eos;
+  if (params.grammar) refuse_bad_token_terminals(engine, *params.grammar, params.grammar_field);
   g.grammar = params.grammar;
   g.speculative = params.speculative.value_or(true);
   if (params.gamma) g.gamma = checked_gamma(engine, *params.gamma);
@@ -71,6 +86,31 @@ void finish_prepare(const Engine& engine, const GenerationParams& params, const 
   job.include_usage = params.stream && params.include_usage;
   job.header.created = static_cast<int64_t>(std::time(nullptr));
   job.header.model = engine.model_name();
+}
+
+// tool_choice "required" or a named function: the output is constrained to Gemma 4 tool calls of
+// the request's tools (grammar/tool_call_grammar.h).
+void constrain_to_tool_calls(const Engine& engine, const ChatCompletionRequest& request, PreparedJob& job) {
+  if (request.tool_choice != ToolChoice::Required && request.tool_choice != ToolChoice::Function) return;
+  const text::Tokenizer& tokenizer = *engine.tokenizer();
+  const auto begin = tokenizer.token_to_id(text::kToolCallBegin);
+  const auto end = tokenizer.token_to_id(text::kToolCallEnd);
+  const auto delimiter = tokenizer.token_to_id(text::kToolStringDelimiter);
+  if (!begin || !end || !delimiter)
+    throw invalid_request(
+        "'tool_choice' forces a tool call, which needs the Gemma 4 tool-call tokens (<|tool_call>, "
+        "<tool_call|>, <|\"|>): the served tokenizer lacks them",
+        "tool_choice");
+  const grammar::ToolCallChoice choice{request.tool_choice_function, request.parallel_tool_calls};
+  std::shared_ptr<const grammar::Grammar> g;
+  try {
+    g = std::make_shared<const grammar::Grammar>(
+        grammar::tool_call_grammar(request.tools, choice, {*begin, *end, *delimiter}));
+  } catch (const specula::Error& e) {
+    throw invalid_request(fmt::format("'tools' cannot be enforced by 'tool_choice': {}", e.what()), "tools");
+  }
+  refuse_bad_token_terminals(engine, *g, "tool_choice");
+  job.generation.grammar = std::move(g);
 }
 
 Usage usage_of(const GenerationStats& s, uint64_t seed) {
@@ -95,6 +135,7 @@ PreparedJob prepare_chat_job(const Engine& engine, const ChatCompletionRequest& 
     throw invalid_request(fmt::format("the chat template could not render the messages: {}", e.what()), "messages");
   }
   finish_prepare(engine, request.params, options, "messages", job);
+  constrain_to_tool_calls(engine, request, job);
   if (request.logprobs) job.logprobs = request.top_logprobs;
   job.generation.top_logprobs = job.logprobs;
   if (request.tools.is_array()) {

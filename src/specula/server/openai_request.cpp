@@ -254,7 +254,9 @@ GenerationParams parse_common(const ojson& doc, const RequestLimits& limits) {
                        fmt::format("a draft length in {} or \"auto\"", limits::describe(limits::kGamma)).c_str(), g);
     }
   }
-  p.grammar = parse_output_constraint(doc);
+  OutputConstraint constraint = parse_output_constraint(doc);
+  p.grammar = std::move(constraint.grammar);
+  p.grammar_field = std::move(constraint.field);
   return p;
 }
 
@@ -454,6 +456,14 @@ ChatCompletionRequest parse_chat_completion_request(std::string_view body, const
   }
   if (r.tool_choice == ToolChoice::Required && r.tools.is_null()) {
     throw invalid_request("'tool_choice' is \"required\" but no 'tools' are given", "tool_choice");
+  }
+  r.parallel_tool_calls = get_bool(doc, "parallel_tool_calls").value_or(true);
+  // A forced tool call is itself an output constraint: the answer is tool calls, never content.
+  if ((r.tool_choice == ToolChoice::Required || r.tool_choice == ToolChoice::Function) && r.params.grammar) {
+    throw invalid_request(fmt::format("'tool_choice' forces a tool call and '{}' constrains the content: only one "
+                                      "of them may be given",
+                                      r.params.grammar_field),
+                          r.params.grammar_field);
   }
   if (const ojson& kw = field(doc, "chat_template_kwargs"); !kw.is_null()) {
     if (!kw.is_object()) throw wrong_type("chat_template_kwargs", "an object", kw);

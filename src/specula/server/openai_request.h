@@ -44,6 +44,7 @@ struct GenerationParams {
   // Constrained output (server/output_constraint.h): response_format, json_schema, guided_json,
   // grammar or guided_grammar, compiled; null when none.
   std::shared_ptr<const grammar::Grammar> grammar;
+  std::string grammar_field;  // the field `grammar` came from
 };
 
 enum class ToolChoice { Auto, None, Required, Function };
@@ -57,6 +58,9 @@ struct ChatCompletionRequest {
   nlohmann::ordered_json tools;  // null when absent (or tool_choice "none")
   ToolChoice tool_choice = ToolChoice::Auto;
   std::string tool_choice_function;  // ToolChoice::Function
+  // Under tool_choice "required": several calls in one answer (true) or exactly one. The tool-call
+  // grammar (prepare_chat_job) enforces Required and Function; a named function is called once.
+  bool parallel_tool_calls = true;
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool logprobs = false;
   int top_logprobs = 0;

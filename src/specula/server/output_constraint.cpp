@@ -63,7 +63,7 @@ std::shared_ptr<const grammar::Grammar> from_response_format(const ojson& rf) {
 
 }  // namespace
 
-std::shared_ptr<const grammar::Grammar> parse_output_constraint(const ojson& doc) {
+OutputConstraint parse_output_constraint(const ojson& doc) {
   for (const char* refused : {"guided_regex", "guided_choice", "guided_decoding_backend", "structured_outputs"}) {
     if (doc.contains(refused) && !doc[refused].is_null())
       throw invalid_request(fmt::format("'{}' is not supported (use 'response_format', 'json_schema', 'guided_json' "
@@ -98,7 +98,7 @@ std::shared_ptr<const grammar::Grammar> parse_output_constraint(const ojson& doc
   if (given.size() > 1)
     throw invalid_request(fmt::format("only one output constraint may be given, got '{}' and '{}'", given[0], given[1]),
                           given[1]);
-  return g;
+  return {std::move(g), given.empty() ? std::string() : given[0]};
 }
 
 }  // namespace specula::server

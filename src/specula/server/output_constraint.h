@@ -9,6 +9,7 @@
 // guided_choice, ...) are refused, never ignored. Every problem is an ApiError (400) naming the
 // field and, for schemas and grammars, what is wrong where.
 #include <memory>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -16,7 +17,11 @@
 
 namespace specula::server {
 
-// Null when the request has no constraint.
-std::shared_ptr<const grammar::Grammar> parse_output_constraint(const nlohmann::ordered_json& doc);
+struct OutputConstraint {
+  std::shared_ptr<const grammar::Grammar> grammar;  // null when the request has no constraint
+  std::string field;                                // the request field it came from
+};
+
+OutputConstraint parse_output_constraint(const nlohmann::ordered_json& doc);
 
 }  // namespace specula::server
