@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "specula/engine/eos_tokens.h"
-#include "specula/model/gguf_target.h"
+#include "specula/io/weight_files.h"
 #include "specula/text/chat_template.h"
 #include "specula/util/error.h"
 

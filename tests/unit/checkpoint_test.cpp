@@ -507,8 +507,8 @@ TEST(CheckpointPaths, SingleSafetensorsFileWithItsConfigBeside) {
   const Copy c("dense-bf16-hf", "model");
   const std::string renamed = c.dir() + "/gemma-tiny.safetensors";
   fs::rename(c.dir() + "/model.safetensors", renamed);
-  EXPECT_EQ(checkpoint_dir(renamed), c.dir());
-  EXPECT_EQ(checkpoint_dir(c.dir()), c.dir());
+  EXPECT_EQ(model_files_dir(renamed), c.dir());
+  EXPECT_EQ(model_files_dir(c.dir()), c.dir());
   EXPECT_TRUE(is_weight_file_path(renamed));
   EXPECT_FALSE(is_weight_file_path(c.dir()));
   const TargetCheckpoint ck = load_target(renamed);

@@ -14,6 +14,7 @@
 #include "specula/io/gguf_config.h"
 #include "specula/io/gguf_names.h"
 #include "specula/io/gguf_writer.h"
+#include "specula/io/weight_files.h"
 #include "specula/kernels/ggml_affine.h"
 #include "specula/kernels/ggml_quants.h"
 #include "specula/model/gguf_target.h"

@@ -14,6 +14,7 @@
 #include "specula/engine/scheduler.h"
 #include "specula/engine/text_stream.h"
 #include "specula/engine/token_vocabulary.h"
+#include "specula/io/weight_files.h"
 #include "specula/model/drafter.h"
 #include "specula/model/gguf_target.h"
 #include "specula/model/target_model.h"

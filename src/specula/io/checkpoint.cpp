@@ -695,7 +695,7 @@ TargetCheckpoint load_target(const nlohmann::json& config, const std::string& co
 }
 
 TargetCheckpoint load_target(const std::string& path) {
-  const std::string dir = checkpoint_dir(path);
+  const std::string dir = model_files_dir(path);
   const std::string cfg_path = join(dir, "config.json");
   const nlohmann::json raw = read_json_file(cfg_path);
   parse_target_config(raw, cfg_path);  // config errors first, before any tensor file is opened
@@ -708,7 +708,7 @@ TargetCheckpoint load_target(const std::string& path) {
 }
 
 DrafterCheckpoint load_drafter(const std::string& path) {
-  const std::string dir = checkpoint_dir(path);
+  const std::string dir = model_files_dir(path);
   const std::string cfg_path = join(dir, "config.json");
   const nlohmann::json raw = read_json_file(cfg_path);
   parse_drafter_config(raw, cfg_path);  // config errors first, before any tensor file is opened

@@ -29,8 +29,9 @@ bool is_weight_file_path(const std::string& path) {
   return fs::path(path).extension() == ".safetensors" && fs::is_regular_file(path, ec);
 }
 
-std::string checkpoint_dir(const std::string& path) {
-  if (!is_weight_file_path(path)) return path;
+std::string model_files_dir(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return path;
   const std::string parent = fs::path(path).parent_path().string();
   return parent.empty() ? std::string(".") : parent;
 }

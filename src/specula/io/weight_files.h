@@ -15,9 +15,9 @@ bool is_model_shard_name(const std::string& name);
 // Whether `path` names one weight file (an existing `*.safetensors` file) rather than a directory.
 bool is_weight_file_path(const std::string& path);
 
-// The directory holding a checkpoint's config.json, tokenizer and chat template: `path` itself, or
-// the directory of a single `.safetensors` file.
-std::string checkpoint_dir(const std::string& path);
+// The directory holding a model's config.json, tokenizer and chat template: `path` itself, or the
+// directory of a file given as the model (one `.safetensors` or `.gguf` file).
+std::string model_files_dir(const std::string& path);
 
 // The tensors of a checkpoint path: the one file, or TensorStore::open_dir of the directory.
 TensorStore open_weights(const std::string& path);

@@ -258,13 +258,4 @@ TargetCheckpoint load_any_target(const std::string& path) {
   return load_target(path);
 }
 
-std::string model_files_dir(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_regular_file(path, ec)) {
-    const fs::path parent = fs::path(path).parent_path();
-    return parent.empty() ? std::string(".") : parent.string();
-  }
-  return path;
-}
-
 }  // namespace specula

@@ -22,8 +22,4 @@ TargetCheckpoint load_gguf_target(const std::string& file);
 // A checkpoint directory, a .gguf file or a directory holding one .gguf file.
 TargetCheckpoint load_any_target(const std::string& path);
 
-// The directory whose tokenizer and chat template files go with the model at `path`: `path`
-// itself, or the directory of a .gguf file.
-std::string model_files_dir(const std::string& path);
-
 }  // namespace specula
