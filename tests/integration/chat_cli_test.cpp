@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_runner.h"
+#include "shared_checkpoint.h"
 
 namespace {
 
@@ -62,17 +63,13 @@ class ChatCli : public ::testing::Test {
     std::string tmpl = (fs::temp_directory_path() / "specula-chat-cli-XXXXXX").string();
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
-    const Result r =
-        run_shell(std::string(SPECULA_BINARY) + " synth --preset tiny-dense --vocab 262144 --tokenizer " +
-                  SPECULA_TEST_DATA + "/tokenizer-gemma4 --out " + model() + " --drafter " + drafter() + " 2>&1");
-    ASSERT_EQ(r.code, 0) << r.out;
   }
   static void TearDownTestSuite() {
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
-  static std::string model() { return dir_ + "/model"; }
-  static std::string drafter() { return dir_ + "/drafter"; }
+  static std::string model() { return specula::test::shared_text_pair().model; }
+  static std::string drafter() { return specula::test::shared_text_pair().drafter; }
 
   // Runs `specula chat` with `input` on a pipe; stderr lands in err.
   static Result chat_pipe(const std::string& input, const std::string& flags, std::string& err) {

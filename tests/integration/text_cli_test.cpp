@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 #include "cli_runner.h"
+#include "shared_checkpoint.h"
 
 #include <algorithm>
 #include <array>
@@ -34,16 +35,13 @@ class TextCli : public ::testing::Test {
     std::string tmpl = (fs::temp_directory_path() / "specula-text-cli-XXXXXX").string();
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
-    const Result r = run_cli("synth --preset tiny-dense --vocab 262144 --tokenizer " + kTokenizerDir + " --out " +
-                             model() + " --drafter " + drafter());
-    ASSERT_EQ(r.code, 0) << r.out;
   }
   static void TearDownTestSuite() {
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
-  static std::string model() { return dir_ + "/model"; }
-  static std::string drafter() { return dir_ + "/drafter"; }
+  static std::string model() { return specula::test::shared_text_pair().model; }
+  static std::string drafter() { return specula::test::shared_text_pair().drafter; }
 
   // The text `specula detokenize` makes of `ids` (special tokens skipped, as the stream does).
   static std::string detokenize(const std::vector<int32_t>& ids) {

@@ -19,14 +19,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "shared_checkpoint.h"
 #include "spec_golden_util.h"
 #include "specula/engine/engine.h"
 #include "specula/model/generate.h"
 #include "specula/model/target_model.h"
 #include "specula/sample/rng.h"
 #include "specula/sample/sampler.h"
-#include "specula/synth/plan.h"
-#include "specula/synth/writer.h"
 #include "specula/text/tokenizer.h"
 #include "specula/util/error.h"
 #include "specula/util/thread_pool.h"
@@ -376,20 +375,9 @@ TEST(Engine, TextHelpersNeedATokenizer) {
 class EngineText : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string tmpl = (fs::temp_directory_path() / "specula-engine-text-XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    synth::SynthOptions o;
-    o.preset = "tiny-dense";
-    o.vocab = 262144;
-    synth::write_checkpoint(synth::plan_target(o), dir_ + "/model");
-    synth::write_checkpoint(synth::plan_drafter(o), dir_ + "/drafter");
-    const fs::path tok = fs::path(SPECULA_TEST_DATA) / "tokenizer-gemma4";
-    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"})
-      fs::copy_file(tok / name, fs::path(dir_) / "model" / name);
     EngineOptions eo;
-    eo.model_dir = dir_ + "/model";
-    eo.draft = dir_ + "/drafter";
+    eo.model_dir = test::shared_text_pair().model;
+    eo.draft = test::shared_text_pair().drafter;
     eo.threads = 1;
     eo.precision = Precision::Exact;
     engine_ = Engine::load(eo).release();
@@ -397,19 +385,15 @@ class EngineText : public ::testing::Test {
   static void TearDownTestSuite() {
     delete engine_;
     engine_ = nullptr;
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
   }
 
   static std::vector<int32_t> chat_prompt(const std::string& text) {
     return engine_->encode_chat(nlohmann::ordered_json::array({{{"role", "user"}, {"content", text}}}));
   }
 
-  static std::string dir_;
   static Engine* engine_;
 };
 
-std::string EngineText::dir_;
 Engine* EngineText::engine_ = nullptr;
 
 TEST_F(EngineText, StreamedTextIsTheDecodedTokens) {

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server_process.h"
+#include "shared_checkpoint.h"
 
 namespace {
 
@@ -122,15 +123,12 @@ class ServerConnections : public ::testing::Test {
     std::string tmpl = (fs::temp_directory_path() / "specula-conn-XXXXXX").string();
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
-    const std::string cmd = std::string(SPECULA_BINARY) + " synth --preset tiny-dense --vocab 262144 --tokenizer " +
-                            SPECULA_TEST_DATA + "/tokenizer-gemma4 --out " + model() + " > /dev/null 2>&1";
-    ASSERT_EQ(std::system(cmd.c_str()), 0);
   }
   static void TearDownTestSuite() {
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
-  static std::string model() { return dir_ + "/model"; }
+  static std::string model() { return specula::test::shared_text_pair().model; }
   static std::vector<std::string> args(const std::string& read_timeout_s) {
     return {"--model",          model(),       "--threads",         "1",
             "--max-queue",      "4",           "--max-connections", std::to_string(kMaxConnections),

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server_process.h"
+#include "shared_checkpoint.h"
 
 namespace {
 
@@ -36,21 +37,9 @@ double metric(const std::string& text, const std::string& name) {
 
 class ServerParallel : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    std::string tmpl = (fs::temp_directory_path() / "specula-parallel-XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    ASSERT_EQ(run("synth --preset tiny-dense --vocab 262144 --tokenizer " + std::string(SPECULA_TEST_DATA) +
-                  "/tokenizer-gemma4 --out " + dir_ + "/model --drafter " + dir_ + "/drafter"),
-              0);
-  }
-  static void TearDownTestSuite() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  static std::string dir_;
+  static std::string model() { return specula::test::shared_text_pair().model; }
+  static std::string drafter() { return specula::test::shared_text_pair().drafter; }
 };
-std::string ServerParallel::dir_;
 
 // A streaming completion on its own connection; records when its first token and its end came.
 struct Stream {
@@ -87,8 +76,7 @@ bool wait_for(const std::function<bool()>& done, std::chrono::seconds limit = st
 }
 
 TEST_F(ServerParallel, StreamsRunTogetherTheNextWaitsAndThenOneGets429) {
-  ServerProcess s({"--model", dir_ + "/model", "--draft", dir_ + "/drafter", "--threads", "1", "--parallel", "3",
-                   "--max-queue", "1"});
+  ServerProcess s({"--model", model(), "--draft", drafter(), "--threads", "1", "--parallel", "3", "--max-queue", "1"});
   ASSERT_TRUE(s.wait_ready());
   const json endless = {{"prompt", "Hello there"}, {"max_tokens", 1000000}, {"ignore_eos", true}, {"stream", true}};
   std::vector<Stream> running(3);
@@ -128,7 +116,7 @@ TEST_F(ServerParallel, StreamsRunTogetherTheNextWaitsAndThenOneGets429) {
 }
 
 TEST_F(ServerParallel, StreamsStartedTogetherAllGetAFirstTokenBeforeAnyFinishes) {
-  ServerProcess s({"--model", dir_ + "/model", "--threads", "1", "--parallel", "4"});
+  ServerProcess s({"--model", model(), "--threads", "1", "--parallel", "4"});
   ASSERT_TRUE(s.wait_ready());
   std::vector<Stream> streams(4);
   for (size_t i = 0; i < streams.size(); ++i)
@@ -147,8 +135,7 @@ TEST_F(ServerParallel, StreamsStartedTogetherAllGetAFirstTokenBeforeAnyFinishes)
 }
 
 TEST_F(ServerParallel, ConcurrentGreedyRequestsGetTheirAloneText) {
-  ServerProcess s({"--model", dir_ + "/model", "--draft", dir_ + "/drafter", "--threads", "2", "--parallel", "3",
-                   "--no-prompt-cache"});
+  ServerProcess s({"--model", model(), "--draft", drafter(), "--threads", "2", "--parallel", "3", "--no-prompt-cache"});
   ASSERT_TRUE(s.wait_ready());
   std::vector<json> bodies;
   for (int i = 0; i < 5; ++i)
@@ -176,8 +163,8 @@ TEST_F(ServerParallel, ConcurrentGreedyRequestsGetTheirAloneText) {
 }
 
 TEST_F(ServerParallel, ParallelOutOfRangeIsAUsageError) {
-  EXPECT_EQ(run("serve --model " + dir_ + "/model --parallel 0"), 2);
-  EXPECT_EQ(run("serve --model " + dir_ + "/model --parallel 100000"), 2);
+  EXPECT_EQ(run("serve --model " + model() + " --parallel 0"), 2);
+  EXPECT_EQ(run("serve --model " + model() + " --parallel 100000"), 2);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server_process.h"
+#include "shared_checkpoint.h"
 #include "specula/speculative/acceptance_check.h"
 
 namespace {
@@ -45,9 +46,6 @@ class Server : public ::testing::Test {
     std::string tmpl = (fs::temp_directory_path() / "specula-server-XXXXXX").string();
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
-    ASSERT_EQ(run("synth --preset tiny-dense --vocab 262144 --tokenizer " + kTokenizerDir + " --out " + model() +
-                  " --drafter " + drafter()),
-              0);
   }
   // The shared server, started on first use (ctest runs each test in its own process): drafter
   // loaded, a small context so "too long" is cheap to reach.
@@ -65,8 +63,8 @@ class Server : public ::testing::Test {
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
-  static std::string model() { return dir_ + "/model"; }
-  static std::string drafter() { return dir_ + "/drafter"; }
+  static std::string model() { return specula::test::shared_text_pair().model; }
+  static std::string drafter() { return specula::test::shared_text_pair().drafter; }
 
   static httplib::Result post(const ServerProcess& s, const std::string& path, const std::string& body,
                               const httplib::Headers& headers = {}) {
