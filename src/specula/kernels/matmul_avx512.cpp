@@ -14,10 +14,13 @@
 // GCC 12's AVX-512 headers build _mm512_undefined_*() as a self-initialized variable, which trips
 // -W(maybe-)uninitialized wherever an intrinsic using it is inlined; the value is never read.
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "specula/kernels/matmul_kernels.h"
+#include "specula/kernels/unroll.h"
 
 namespace specula::detail {
 
@@ -74,7 +77,7 @@ inline void group_dot(const uint8_t* wg, const float* x, int64_t ldx, __m512* ev
     // vpermps reads only the low 4 bits of each index lane: a 16-entry table turns a nibble into
     // its float value in one op (no mask, no int->float conversion).
     const __m512 values = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-#pragma GCC unroll 4
+    SPECULA_UNROLL(4)
     for (int c = 0; c < GS; c += 32) {
       const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wg + c / 2)));
       const __m512 lo = _mm512_permutexvar_ps(b, values);
@@ -86,7 +89,7 @@ inline void group_dot(const uint8_t* wg, const float* x, int64_t ldx, __m512* ev
       }
     }
   } else {
-#pragma GCC unroll 8
+    SPECULA_UNROLL(8)
     for (int c = 0; c < GS; c += 32) {
       __m512 q0, q1;
       if constexpr (BITS == 8) {

@@ -36,6 +36,7 @@
 #include <immintrin.h>
 
 #include "specula/kernels/matmul_kernels.h"
+#include "specula/kernels/unroll.h"
 
 namespace specula::detail {
 
@@ -141,7 +142,7 @@ inline __m256i chunk_half(const uint8_t* chunk, int h) {
 template <int R>
 inline void store_rows(const __m256 (&acc)[R][2], float* y, int64_t ldy, int64_t valid) {
   if (valid >= 16) {
-#pragma GCC unroll 8
+    SPECULA_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       _mm256_storeu_ps(y + r * ldy, acc[r][0]);
       _mm256_storeu_ps(y + r * ldy + 8, acc[r][1]);
@@ -150,7 +151,7 @@ inline void store_rows(const __m256 (&acc)[R][2], float* y, int64_t ldy, int64_t
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid)), lane);
     const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid) - 8), lane);
-#pragma GCC unroll 8
+    SPECULA_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       _mm256_maskstore_ps(y + r * ldy, m0, acc[r][0]);
       _mm256_maskstore_ps(y + r * ldy + 8, m1, acc[r][1]);
@@ -173,24 +174,24 @@ void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq,
   const int64_t half_bytes = param_bytes / 2;
   const __m256i low_nibbles = _mm256_set1_epi16(0x000f);
   __m256 acc[R][2];
-#pragma GCC unroll 8
+  SPECULA_UNROLL(8)
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* params = p + kChunks * 32;
-#pragma GCC unroll 2
+    SPECULA_UNROLL(2)
     for (int h = 0; h < 2; ++h) {
       // One pointer per X row, hidden from the optimizer per half: otherwise GCC keeps the
       // broadcast pairs of the first half for the second, spilled to the stack.
       const int16_t* xr[R];
-#pragma GCC unroll 8
+      SPECULA_UNROLL(8)
       for (int r = 0; r < R; ++r) {
         xr[r] = xq + r * ldq + g * GS;
         asm("" : "+r"(xr[r]));
       }
       __m256i isum[R];
-#pragma GCC unroll 8
+      SPECULA_UNROLL(8)
       for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
-#pragma GCC unroll 32
+      SPECULA_UNROLL(32)
       for (int c = 0; c < kChunks; ++c) {
         const uint8_t* chunk = p + c * 32;
         if (h == 0 && c % 2 == 0) {  // once per 64-byte line
@@ -200,7 +201,7 @@ void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq,
         if constexpr (BITS == 4) {
           const __m256i lo = _mm256_and_si256(raw, low_nibbles);  // inputs k, k+1
           const __m256i hi = _mm256_srli_epi16(raw, 4);           // inputs k+2, k+3
-#pragma GCC unroll 8
+          SPECULA_UNROLL(8)
           for (int r = 0; r < R; ++r) {
             const __m256i prod = _mm256_add_epi32(_mm256_madd_epi16(lo, pair(xr[r] + 4 * c)),
                                                   _mm256_madd_epi16(hi, pair(xr[r] + 4 * c + 2)));
@@ -208,7 +209,7 @@ void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq,
             asm("" : "+x"(isum[r]));  // one chain as written: GCC's reassociation kept every product live
           }
         } else {
-#pragma GCC unroll 8
+          SPECULA_UNROLL(8)
           for (int r = 0; r < R; ++r) {
             isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(raw, pair(xr[r] + 2 * c)));
             asm("" : "+x"(isum[r]));
@@ -217,7 +218,7 @@ void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq,
       }
       const __m256 scales = load_params8(params + h * half_bytes, sd);
       const __m256 biases = load_params8(params + param_bytes + h * half_bytes, sd);
-#pragma GCC unroll 8
+      SPECULA_UNROLL(8)
       for (int r = 0; r < R; ++r) {
         const __m256 d = _mm256_mul_ps(scales, _mm256_set1_ps(xscale[r * ldg + g]));
         acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), d, acc[r][h]);
@@ -269,45 +270,45 @@ void affine_block_i8(const uint8_t* p, int64_t groups, DType sd, const int8_t* x
   const int64_t half_bytes = param_bytes / 2;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[R][2];
-#pragma GCC unroll 8
+  SPECULA_UNROLL(8)
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* params = p + kQuads * 32;
-#pragma GCC unroll 2
+    SPECULA_UNROLL(2)
     for (int h = 0; h < 2; ++h) {
       const int8_t* xr[R];
-#pragma GCC unroll 8
+      SPECULA_UNROLL(8)
       for (int r = 0; r < R; ++r) {
         xr[r] = xq + r * ldq + g * GS;
         asm("" : "+r"(xr[r]));
       }
       __m256i isum[R];
-#pragma GCC unroll 8
+      SPECULA_UNROLL(8)
       for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
-#pragma GCC unroll 4
+      SPECULA_UNROLL(4)
       for (int q0 = 0; q0 < kQuads; q0 += kRun) {
         __m256i sum16[R];
-#pragma GCC unroll 8
+        SPECULA_UNROLL(8)
         for (int r = 0; r < R; ++r) sum16[r] = _mm256_setzero_si256();
-#pragma GCC unroll 8
+        SPECULA_UNROLL(8)
         for (int q = q0; q < q0 + kRun; ++q) {
           const uint8_t* chunk = p + q * 32;
           if (h == 0 && q % 2 == 0) {  // once per 64-byte line
             _mm_prefetch(reinterpret_cast<const char*>(chunk + kAffinePrefetchBytes), _MM_HINT_T0);
           }
           const __m256i codes = quad_codes_half(chunk, h);
-#pragma GCC unroll 8
+          SPECULA_UNROLL(8)
           for (int r = 0; r < R; ++r) {
             sum16[r] = _mm256_add_epi16(sum16[r], _mm256_maddubs_epi16(codes, quad(xr[r] + 4 * q)));
             asm("" : "+x"(sum16[r]));
           }
         }
-#pragma GCC unroll 8
+        SPECULA_UNROLL(8)
         for (int r = 0; r < R; ++r) isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(sum16[r], ones));
       }
       const __m256 scales = load_params8(params + h * half_bytes, sd);
       const __m256 biases = load_params8(params + param_bytes + h * half_bytes, sd);
-#pragma GCC unroll 8
+      SPECULA_UNROLL(8)
       for (int r = 0; r < R; ++r) {
         const __m256 d = _mm256_mul_ps(scales, _mm256_set1_ps(xscale[r * ldg + g]));
         acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), d, acc[r][h]);

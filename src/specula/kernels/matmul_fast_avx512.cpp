@@ -24,10 +24,13 @@
 //
 // No standard-library templates here (see MatmulJob in matmul_kernels.h).
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "specula/kernels/matmul_kernels.h"
+#include "specula/kernels/unroll.h"
 
 namespace specula::detail {
 
@@ -126,42 +129,42 @@ void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq,
   const int64_t param_bytes = 16 * static_cast<int64_t>(dtype_size(sd));
   const __m512i low_nibbles = _mm512_set1_epi16(0x000f);
   __m512 acc[R];
-#pragma GCC unroll 8
+  SPECULA_UNROLL(8)
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
     __m512i isum[R][kChains];
-#pragma GCC unroll 8
+    SPECULA_UNROLL(8)
     for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
+      SPECULA_UNROLL(4)
       for (int c = 0; c < kChains; ++c) isum[r][c] = _mm512_setzero_si512();
     }
     // One pointer per X row, hidden from the optimizer: otherwise GCC hoists every (row, chunk)
     // address of the unrolled loop out of the group loop and reloads them from spill slots.
     const int16_t* xr[R];
-#pragma GCC unroll 8
+    SPECULA_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       xr[r] = xq + r * ldq + g * GS;
       asm("" : "+r"(xr[r]));
     }
-#pragma GCC unroll 32
+    SPECULA_UNROLL(32)
     for (int c = 0; c < kChunks; c += kStep) {
       if (c % 2 == 0)  // once per 64-byte line
         _mm_prefetch(reinterpret_cast<const char*>(p + c * 32 + kAffinePrefetchBytes), _MM_HINT_T0);
-#pragma GCC unroll 4
+      SPECULA_UNROLL(4)
       for (int u = 0; u < kStep; ++u) {
         const __m512i raw =
             _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + (c + u) * 32)));
         if constexpr (BITS == 4) {
           const __m512i lo = _mm512_and_si512(raw, low_nibbles);  // inputs k, k+1
           const __m512i hi = _mm512_srli_epi16(raw, 4);           // inputs k+2, k+3
-#pragma GCC unroll 8
+          SPECULA_UNROLL(8)
           for (int r = 0; r < R; ++r) {
             const int16_t* x = xr[r] + 4 * (c + u);
             isum[r][2 * u] = dpwssd_pair(isum[r][2 * u], lo, x);
             isum[r][2 * u + 1] = dpwssd_pair(isum[r][2 * u + 1], hi, x + 2);
           }
         } else {
-#pragma GCC unroll 8
+          SPECULA_UNROLL(8)
           for (int r = 0; r < R; ++r) {
             isum[r][u] = dpwssd_pair(isum[r][u], raw, xr[r] + 2 * (c + u));
           }
@@ -172,17 +175,17 @@ void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq,
     const __m512 scales = load_group_params(p, sd);
     const __m512 biases = load_group_params(p + param_bytes, sd);
     p += 2 * param_bytes;
-#pragma GCC unroll 8
+    SPECULA_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       __m512i total = isum[r][0];
-#pragma GCC unroll 4
+      SPECULA_UNROLL(4)
       for (int c = 1; c < kChains; ++c) total = _mm512_add_epi32(total, isum[r][c]);
       const __m512 d = _mm512_mul_ps(scales, _mm512_set1_ps(xscale[r * ldg + g]));
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), d, acc[r]);
       acc[r] = _mm512_fmadd_ps(biases, _mm512_set1_ps(xsum[r * ldg + g]), acc[r]);
     }
   }
-#pragma GCC unroll 8
+  SPECULA_UNROLL(8)
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy, valid, acc[r]);
 }
 
@@ -238,30 +241,30 @@ void affine_block_i8(const uint8_t* p, int64_t groups, DType sd, const int8_t* x
   constexpr int kChains = R <= 2 ? 4 : 2;
   const int64_t param_bytes = 16 * static_cast<int64_t>(dtype_size(sd));
   __m512 acc[R];
-#pragma GCC unroll 8
+  SPECULA_UNROLL(8)
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
     __m512i isum[R][kChains];
-#pragma GCC unroll 8
+    SPECULA_UNROLL(8)
     for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
+      SPECULA_UNROLL(4)
       for (int c = 0; c < kChains; ++c) isum[r][c] = _mm512_setzero_si512();
     }
     const int8_t* xr[R];
-#pragma GCC unroll 8
+    SPECULA_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       xr[r] = xq + r * ldq + g * GS;
       asm("" : "+r"(xr[r]));
     }
-#pragma GCC unroll 32
+    SPECULA_UNROLL(32)
     for (int q = 0; q < kQuads; q += kChains) {
-#pragma GCC unroll 4
+      SPECULA_UNROLL(4)
       for (int u = 0; u < kChains; ++u) {
         const uint8_t* wq = p + (q + u) * kQuadBytes;
         if (BITS == 8 || (q + u) % 2 == 0)  // once per 64-byte line
           _mm_prefetch(reinterpret_cast<const char*>(wq + kAffinePrefetchBytes), _MM_HINT_T0);
         const __m512i codes = quad_codes<BITS>(wq);
-#pragma GCC unroll 8
+        SPECULA_UNROLL(8)
         for (int r = 0; r < R; ++r) isum[r][u] = dpbusd_quad(isum[r][u], codes, xr[r] + 4 * (q + u));
       }
     }
@@ -269,17 +272,17 @@ void affine_block_i8(const uint8_t* p, int64_t groups, DType sd, const int8_t* x
     const __m512 scales = load_group_params(p, sd);
     const __m512 biases = load_group_params(p + param_bytes, sd);
     p += 2 * param_bytes;
-#pragma GCC unroll 8
+    SPECULA_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       __m512i total = isum[r][0];
-#pragma GCC unroll 4
+      SPECULA_UNROLL(4)
       for (int c = 1; c < kChains; ++c) total = _mm512_add_epi32(total, isum[r][c]);
       const __m512 d = _mm512_mul_ps(scales, _mm512_set1_ps(xscale[r * ldg + g]));
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), d, acc[r]);
       acc[r] = _mm512_fmadd_ps(biases, _mm512_set1_ps(xsum[r * ldg + g]), acc[r]);
     }
   }
-#pragma GCC unroll 8
+  SPECULA_UNROLL(8)
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy, valid, acc[r]);
 }
 

@@ -4,7 +4,9 @@
 // nibble shuffle then runs on all 16 at once. Only whole blocks of 16 rows (the caller handles a
 // partial last block), and gathers stay inside each row's group, so nothing past the tensor is read.
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "specula/kernels/packed_affine.h"
