@@ -1,4 +1,4 @@
-// `specula bench`: the benchmark suite of issue 7 (bench/bench_suite.h) on a given checkpoint (and
+// `specula bench`: the benchmark suite (bench/bench_suite.h) on a given checkpoint (and
 // drafter), or, without --model, on synthetic full-size E2B and E4B checkpoints (4-bit group 64,
 // the E4B with its bf16 assistant drafter) written once into a cache directory. Markdown tables on
 // stdout, or one JSON object with --json; progress lines on stderr.

@@ -1,5 +1,5 @@
 // `specula bench` driven through the real binary on a tiny synthetic model and its drafter:
-// --quick --json carries every figure issue 7 asks for, with sane values; without --json the
+// --quick --json carries every figure of the suite, with sane values; without --json the
 // markdown tables are printed; bad flags are usage errors (exit 2), bad paths runtime errors (1).
 #include <sys/wait.h>
 

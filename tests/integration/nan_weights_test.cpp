@@ -1,4 +1,4 @@
-// Non-finite weights end to end (issue 8 §3): a synthetic checkpoint with a NaN in one dense weight,
+// Non-finite weights end to end: a synthetic checkpoint with a NaN in one dense weight,
 // and one with infinite scales in a quantized weight. `specula run` (greedy, sampled and
 // speculative) must stop with an error naming the position and pointing at `inspect --check`
 // instead of emitting tokens chosen from NaN logits, and `specula inspect --check` must name the

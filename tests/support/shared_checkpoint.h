@@ -33,13 +33,15 @@ inline const SharedTextPair& shared_text_pair() {
     const auto mtime = fs::last_write_time(binary).time_since_epoch();
     const std::string build = "tiny-dense-" + std::to_string(std::hash<std::string>{}(binary.string())) + "-";
     const std::string stamp = std::to_string(fs::file_size(binary)) + "-" +
-                              std::to_string(static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(mtime).count()));
+                              std::to_string(static_cast<unsigned long long>(
+                                  std::chrono::duration_cast<std::chrono::nanoseconds>(mtime).count()));
     const fs::path root = fs::temp_directory_path() / "specula-test-shared";
     fs::create_directories(root);
     const fs::path dir = root / (build + stamp);
 
     const int lock = ::open((root / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (lock < 0 || ::flock(lock, LOCK_EX) != 0) throw std::runtime_error("shared_text_pair: cannot lock " + root.string());
+    if (lock < 0 || ::flock(lock, LOCK_EX) != 0)
+      throw std::runtime_error("shared_text_pair: cannot lock " + root.string());
     if (!fs::exists(dir / "complete")) {
       const fs::path scratch = root / ("scratch-" + std::to_string(::getpid()));
       fs::remove_all(scratch);

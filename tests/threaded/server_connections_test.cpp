@@ -1,4 +1,4 @@
-// `specula serve` under more raw TCP connections than --max-connections (issue 8, bounded
+// `specula serve` under more raw TCP connections than --max-connections (bounded
 // connection counts): idle and half-sent connections beyond the bound are refused at once with a
 // 503 in OpenAI's shape, so the server's open descriptors stay bounded; a normal request is
 // answered (503 while the bound is full, 200 once the held connections time out); /metrics shows

@@ -1,5 +1,5 @@
 #pragma once
-// The `specula bench` suite (issue 7 item 5): for one target checkpoint (and optionally its
+// The `specula bench` suite: for one target checkpoint (and optionally its
 // assistant drafter), at each thread count, the median over `runs` runs of
 //  * plain generation after a long prompt: prefill tok/s, time to first token, decode tok/s;
 //  * at that context: verify forwards of 2..max_verify_width rows and one drafter step, each

@@ -101,7 +101,7 @@ void prepare_affine_row(const FastJob& job, int64_t r) {
 // acc += w * (the pair of activations (x[0], x[1]) in every 32-bit lane), as one `vpdpwssd` with
 // the pair as an embedded-broadcast memory operand. GCC 12 emits a separate `vpbroadcastd` for
 // _mm512_dpwssd_epi32(acc, w, _mm512_set1_epi32(..)), one extra instruction per multiply: the
-// kernels ran 4-20 % slower with it (bench_matmul, 2026-12-01; docs/performance.md, session 11).
+// kernels ran 4-20 % slower with it (bench_matmul; docs/performance.md).
 typedef int32_t __attribute__((may_alias)) PairBits;
 inline __m512i dpwssd_pair(__m512i acc, __m512i w, const int16_t* x) {
   asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const PairBits*>(x)));

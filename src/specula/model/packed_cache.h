@@ -1,7 +1,7 @@
 #pragma once
 // A file cache of the fast kernels' packed weight layout (kernels/packed_affine.h). Packing a
 // multi-GB model costs seconds, almost all of it page faults of fresh memory; a later load maps the
-// packed bytes from the file instead (issue 7: a 4-bit E4B loads in under a second).
+// packed bytes from the file instead (a 4-bit E4B then loads in under a second).
 //
 // One file per checkpoint directory: <cache dir>/<hash of its absolute path>.specula-packed
 //   fixed header (magic, layout version, key length, data offset, data length), the identity key

@@ -1,5 +1,5 @@
 #pragma once
-// Controlled acceptance for benchmarks (issue 4, "measure"): random-weight models make real
+// Controlled acceptance for benchmarks: random-weight models make real
 // acceptance rates meaningless, so a benchmark runs the real drafter (paying its real cost) and
 // then, through SpeculativeOptions::override_drafts, replaces each draft by the target's known
 // greedy continuation (recorded from a plain run) with probability p, and by a token the target

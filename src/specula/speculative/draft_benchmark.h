@@ -1,5 +1,5 @@
 #pragma once
-// The speculative-decoding timing primitives of `specula bench` (issue 4, issue 7 item 5); the
+// The speculative-decoding timing primitives of `specula bench`; the
 // suite (bench/bench_suite.h) schedules them, the CLI formats them:
 //  * the cost of one drafter step (the verify costs are model/target_benchmark.h's);
 //  * controlled acceptance: end-to-end decode tok/s of speculative decoding where the real
