@@ -16,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/model_path.h"
 #include "specula/bench/bench_report.h"
 #include "specula/bench/bench_suite.h"
 #include "specula/bench/concurrency_bench.h"
@@ -162,7 +163,8 @@ void add_bench_command(CLI::App& app) {
       "benchmark suite: decode, prefill, time to first token, verify and drafter costs, speculative speedups at "
       "controlled acceptance, load time, peak RSS, read bandwidth (default: synthetic E2B and E4B 4-bit g64 + "
       "E4B-assistant, written once into the cache directory)");
-  cmd->add_option("--model", args->model, "target checkpoint directory (default: synthetic checkpoints)");
+  cmd->add_option("--model", args->model, "target checkpoint directory (default: synthetic checkpoints)")
+      ->transform(model_path());
   cmd->add_option("--draft", args->draft, "assistant drafter directory: adds drafter costs and speculative runs");
   cmd->add_option("--preset", args->presets, "without --model: synthetic models to measure (default e2b and e4b)")
       ->check(CLI::IsMember({"e2b", "e4b"}));

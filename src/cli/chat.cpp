@@ -25,6 +25,7 @@
 #include "cli/flag_checks.h"
 #include "cli/interrupt.h"
 #include "cli/line_reader.h"
+#include "cli/model_path.h"
 #include "specula/engine/engine.h"
 #include "specula/model/packed_cache.h"
 #include "specula/sample/rng.h"
@@ -197,7 +198,8 @@ void add_chat_command(CLI::App& app) {
   auto args = std::make_shared<ChatArgs>();
   CLI::App* cmd = app.add_subcommand("chat", "interactive multi-turn chat (keeps the KV cache between turns)");
   cmd->add_option("--model", args->model, "target checkpoint directory (with tokenizer.json and a chat template)")
-      ->required();
+      ->required()
+      ->transform(model_path());
   cmd->add_option("--draft", args->draft, "speculative decoding: a drafter checkpoint directory, or 'lookup'");
   cmd->add_option("--gamma", args->gamma, "drafts per round: N, or 'auto' (default)")->check(gamma_value());
   cmd->add_option("--drafter-compat", args->drafter_compat, "drafter semantics: 'ollama' (default) or 'mlx-bun'")

@@ -21,6 +21,7 @@
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/model_path.h"
 #include "specula/engine/engine.h"
 #include "specula/model/packed_cache.h"
 #include "specula/synth/plan.h"
@@ -245,7 +246,8 @@ void add_demo_command(CLI::App& app) {
   auto args = std::make_shared<DemoArgs>();
   CLI::App* cmd = app.add_subcommand(
       "demo", "plain vs speculative decoding side by side (creates a small synthetic pair on first use)");
-  cmd->add_option("--model", args->model, "a real target checkpoint (default: the cached synthetic demo model)");
+  cmd->add_option("--model", args->model, "a real target checkpoint (default: the cached synthetic demo model)")
+      ->transform(model_path());
   cmd->add_option("--draft", args->draft, "with --model: its drafter checkpoint directory, or 'lookup'");
   cmd->add_option("--prompt", args->prompt, "the user message")->capture_default_str();
   cmd->add_option("--max-tokens", args->max_tokens, "tokens to generate")

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_path.h"
 #include "specula/io/checkpoint.h"
 #include "specula/io/checkpoint_summary.h"
 #include "specula/io/gguf.h"
@@ -126,7 +127,9 @@ void add_inspect_command(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* cmd =
       app.add_subcommand("inspect", "validate a checkpoint and summarize it (geometry, storage, bytes per token)");
-  cmd->add_option("dir", args->dir, "target checkpoint directory, .gguf file or directory holding one")->required();
+  cmd->add_option("dir", args->dir, "target checkpoint directory, .gguf file or directory holding one")
+      ->required()
+      ->transform(model_path());
   cmd->add_option("--draft", args->draft_dir, "drafter checkpoint directory (also checks compatibility)");
   cmd->add_flag("--json", args->json, "print JSON instead of text");
   cmd->add_flag("--check", args->check,

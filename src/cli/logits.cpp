@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/model_path.h"
 #include "cli/token_list.h"
 #include "specula/kernels/softmax.h"
 #include "specula/model/target_model.h"
@@ -66,7 +67,7 @@ void run_logits(const LogitsArgs& a) {
 void add_logits_command(CLI::App& app) {
   auto args = std::make_shared<LogitsArgs>();
   CLI::App* cmd = app.add_subcommand("logits", "prefill token ids and print the logits of every position");
-  cmd->add_option("--model", args->model, "target checkpoint directory")->required();
+  cmd->add_option("--model", args->model, "target checkpoint directory")->required()->transform(model_path());
   cmd->add_option("--tokens", args->tokens, "comma-separated token ids, e.g. 2,105,2364")->required();
   cmd->add_flag("--json", args->json, "print {\"logits\": [[...], ...]} (one row per position)");
   cmd->add_option("--threads", args->threads, "worker threads (0 = one per hardware thread)")

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_path.h"
 #include "specula/text/chat_template.h"
 #include "specula/util/error.h"
 
@@ -89,7 +90,8 @@ void run_render(const RenderArgs& a) {
 void add_render_command(CLI::App& app) {
   auto args = std::make_shared<RenderArgs>();
   CLI::App* cmd = app.add_subcommand("render", "print the prompt a model's chat template makes of a conversation");
-  cmd->add_option("--model", args->model, "model directory (chat_template.jinja or tokenizer_config.json)");
+  cmd->add_option("--model", args->model, "model directory (chat_template.jinja or tokenizer_config.json)")
+      ->transform(model_path());
   cmd->add_option("--messages", args->messages, "JSON file with the messages array ('-': stdin)")->required();
   cmd->add_option("--tools", args->tools, "JSON file with the tools array");
   cmd->add_flag("--no-generation-prompt", args->no_generation_prompt, "do not append the assistant turn opener");

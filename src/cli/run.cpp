@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/constraint_options.h"
 #include "cli/flag_checks.h"
+#include "cli/model_path.h"
 #include "cli/run_speculative.h"
 #include "cli/text_prompt.h"
 #include "cli/token_list.h"
@@ -45,7 +46,7 @@ void add_run_command(CLI::App& app) {
   auto spec = std::make_shared<SpeculativeRunArgs>();
   auto text_args = std::make_shared<TextPromptArgs>();
   CLI::App* cmd = app.add_subcommand("run", "generation from a text prompt or token ids");
-  cmd->add_option("--model", args->model, "target checkpoint directory")->required();
+  cmd->add_option("--model", args->model, "target checkpoint directory")->required()->transform(model_path());
   CLI::Option* tokens =
       cmd->add_option("--tokens", args->tokens, "prompt as comma-separated token ids (starting with BOS 2)");
   add_text_prompt_options(cmd, *text_args);

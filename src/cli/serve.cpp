@@ -21,6 +21,7 @@
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/model_path.h"
 #include "specula/engine/engine.h"
 #include "specula/kernels/isa.h"
 #include "specula/model/packed_cache.h"
@@ -105,7 +106,9 @@ void run_serve(ServeArgs a) {
 void add_serve_command(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (docs/api.md)");
-  cmd->add_option("--model", args->engine.model_dir, "target checkpoint directory")->required();
+  cmd->add_option("--model", args->engine.model_dir, "target checkpoint directory")
+      ->required()
+      ->transform(model_path());
   cmd->add_option("--draft", args->engine.draft, "drafter checkpoint directory, or 'lookup' (prompt lookup)");
   cmd->add_option("--gamma", args->engine.gamma,
                   "default draft length: N or 'auto' (a request may ask for up to the larger of 16 and N)")

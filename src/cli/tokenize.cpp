@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_path.h"
 #include "specula/text/tokenizer.h"
 #include "specula/util/error.h"
 
@@ -80,7 +81,9 @@ void run_detokenize(const DetokenizeArgs& a, bool ids_given) {
 void add_tokenize_command(CLI::App& app) {
   auto args = std::make_shared<TokenizeArgs>();
   CLI::App* cmd = app.add_subcommand("tokenize", "print the token ids of a text as JSON");
-  cmd->add_option("--model", args->model, "checkpoint directory (or a tokenizer.json file)")->required();
+  cmd->add_option("--model", args->model, "checkpoint directory (or a tokenizer.json file)")
+      ->required()
+      ->transform(model_path());
   CLI::Option* text = cmd->add_option("--text", args->text, "text to encode (default: read stdin)");
   cmd->add_flag("--no-special", args->no_special, "do not add special tokens (no <bos>)");
   cmd->add_flag("--tokens", args->tokens, "also print the token strings");
@@ -90,7 +93,9 @@ void add_tokenize_command(CLI::App& app) {
 void add_detokenize_command(CLI::App& app) {
   auto args = std::make_shared<DetokenizeArgs>();
   CLI::App* cmd = app.add_subcommand("detokenize", "print the text of a JSON array of token ids");
-  cmd->add_option("--model", args->model, "checkpoint directory (or a tokenizer.json file)")->required();
+  cmd->add_option("--model", args->model, "checkpoint directory (or a tokenizer.json file)")
+      ->required()
+      ->transform(model_path());
   CLI::Option* ids = cmd->add_option("--ids", args->ids, "JSON array of ids (default: read stdin)");
   cmd->add_flag("--skip-special", args->skip_special, "drop special tokens such as <bos> and <turn|>");
   cmd->add_flag("--json", args->json, "print {\"text\": ...} instead of the raw text");

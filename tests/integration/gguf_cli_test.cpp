@@ -1,5 +1,8 @@
 // GGUF files through the real binary: `synth --format gguf` writes one, `inspect` shows its ggml
-// types, `run` generates from it, and a missing file is a runtime error (exit 1).
+// types, `run` generates from it (also as an Ollama blob named `ollama:NAME:TAG`), and a missing
+// file is a runtime error (exit 1).
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -12,6 +15,7 @@ namespace specula {
 namespace {
 
 using specula::test::run_cli;
+using specula::test::run_shell;
 
 TEST(GgufCli, SynthInspectAndRun) {
   const test::ScopedTempDir tmp("specula-gguf-cli");
@@ -34,6 +38,29 @@ TEST(GgufCli, SynthInspectAndRun) {
 
   const auto bad = run_cli("run --model " + tmp.path().string() + "/missing.gguf --tokens 2 --max-tokens 1");
   EXPECT_EQ(bad.code, 1);
+
+  // The same file as Ollama stores it: a manifest naming the blob by digest (a made-up one: the
+  // resolver does not hash the blob).
+  namespace fs = std::filesystem;
+  const fs::path store = tmp.path() / "ollama";
+  const std::string digest(64, 'a');
+  fs::create_directories(store / "blobs");
+  fs::create_directories(store / "manifests/registry.ollama.ai/library/tiny");
+  fs::copy_file(file, store / "blobs" / ("sha256-" + digest));
+  std::ofstream(store / "manifests/registry.ollama.ai/library/tiny/q4") << nlohmann::json{
+      {"schemaVersion", 2},
+      {"layers", {{{"mediaType", "application/vnd.ollama.image.model"}, {"digest", "sha256:" + digest}}}}};
+  const std::string env = "OLLAMA_MODELS=" + store.string() + " " + SPECULA_BINARY;
+  const auto by_name = run_shell(env +
+                                 " run --model ollama:tiny:q4 --tokens 2,17,99,5 --max-tokens 6 --ignore-eos --json "
+                                 "--threads 1 --precision exact 2>/dev/null");
+  ASSERT_EQ(by_name.code, 0) << by_name.out;
+  EXPECT_EQ(nlohmann::json::parse(by_name.out).at("tokens"), nlohmann::json::parse(run.out).at("tokens"));
+  const auto missing = run_shell(env + " inspect ollama:gemma4:e4b 2>&1");
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.out.find("gemma4:e4b is not installed in " + store.string() + " (installed: tiny:q4)"),
+            std::string::npos)
+      << missing.out;
 }
 
 }  // namespace

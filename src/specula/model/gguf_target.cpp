@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -216,12 +218,21 @@ std::string in_gguf_terms(const std::string& message, const std::string& image_d
 
 bool has_gguf_extension(const fs::path& p) { return p.extension() == ".gguf"; }
 
+// A file of any name that starts with GGUF's magic (an Ollama blob is named by its digest).
+bool has_gguf_magic(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::array<char, 4> magic{};
+  return in.read(magic.data(), magic.size()) && std::string_view(magic.data(), magic.size()) == "GGUF";
+}
+
 }  // namespace
 
 std::optional<std::string> gguf_file_of(const std::string& path) {
   std::error_code ec;
   const fs::path p(path);
-  if (fs::is_regular_file(p, ec)) return has_gguf_extension(p) ? std::optional<std::string>(path) : std::nullopt;
+  if (fs::is_regular_file(p, ec)) {
+    return has_gguf_extension(p) || has_gguf_magic(p) ? std::optional<std::string>(path) : std::nullopt;
+  }
   if (!fs::is_directory(p, ec) || fs::exists(p / "config.json", ec)) return std::nullopt;
   std::vector<std::string> found;
   for (const auto& e : fs::directory_iterator(p, ec))

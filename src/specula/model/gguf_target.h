@@ -11,9 +11,10 @@
 
 namespace specula {
 
-// The .gguf file `path` names: `path` itself when it is a regular file ending in `.gguf`; for a
-// directory without config.json, its one `*.gguf` file (several: an error listing them). nullopt
-// for anything else (a safetensors directory, a missing path: the safetensors loader reports it).
+// The .gguf file `path` names: `path` itself when it is a regular file ending in `.gguf` or
+// starting with GGUF's magic (an Ollama blob); for a directory without config.json, its one
+// `*.gguf` file (several: an error listing them). nullopt for anything else (a safetensors
+// directory, a missing path: the safetensors loader reports it).
 std::optional<std::string> gguf_file_of(const std::string& path);
 
 // Loads and validates a GGUF target. Errors name the file and the GGUF key or tensor.
