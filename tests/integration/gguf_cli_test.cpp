@@ -36,6 +36,16 @@ TEST(GgufCli, SynthInspectAndRun) {
   ASSERT_EQ(run.code, 0) << run.out;
   EXPECT_EQ(nlohmann::json::parse(run.out).at("tokens").size(), 6u);
 
+  // llama.cpp's Q4_K_M mixture; the tiny rows (64) take its fallbacks: Q8_0 where Q6_K would go
+  // (layers 2 and 5 of 6), Q5_0 for Q4_K.
+  const std::string mixed = tmp.file("tiny-q4_k_m.gguf");
+  ASSERT_EQ(run_cli("synth --preset tiny-dense --format gguf --quant q4_k_m --out " + mixed).code, 0);
+  const nlohmann::json types =
+      nlohmann::json::parse(run_cli("inspect " + mixed + " --json").out).at("gguf").at("ggml_types");
+  EXPECT_EQ(types.at("attn_v.weight"), (nlohmann::json{{"q5_0", 4}, {"q8_0", 2}}));
+  EXPECT_EQ(types.at("token_embd.weight"), (nlohmann::json{{"q8_0", 1}}));
+  EXPECT_EQ(run_cli("run --model " + mixed + " --tokens 2,17,99,5 --max-tokens 2 --threads 1").code, 0);
+
   const auto bad = run_cli("run --model " + tmp.path().string() + "/missing.gguf --tokens 2 --max-tokens 1");
   EXPECT_EQ(bad.code, 1);
 

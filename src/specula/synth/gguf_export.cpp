@@ -12,6 +12,7 @@
 #include "specula/kernels/ggml_quants.h"
 #include "specula/kernels/quant.h"
 #include "specula/kernels/weight_matrix.h"
+#include "specula/synth/gguf_quant_mix.h"
 #include "specula/util/error.h"
 #include "specula/util/half.h"
 
@@ -225,11 +226,12 @@ struct MatrixTypeName {
 };
 
 constexpr MatrixTypeName kMatrixTypes[] = {
-    {GgufMatrixType::F32, GgmlType::F32, "f32"},    {GgufMatrixType::BF16, GgmlType::BF16, "bf16"},
-    {GgufMatrixType::Q8_0, GgmlType::Q8_0, "q8_0"}, {GgufMatrixType::Q4_0, GgmlType::Q4_0, "q4_0"},
-    {GgufMatrixType::Q4_1, GgmlType::Q4_1, "q4_1"}, {GgufMatrixType::Q5_0, GgmlType::Q5_0, "q5_0"},
-    {GgufMatrixType::Q5_1, GgmlType::Q5_1, "q5_1"}, {GgufMatrixType::Q4_K, GgmlType::Q4_K, "q4_k"},
-    {GgufMatrixType::Q5_K, GgmlType::Q5_K, "q5_k"}, {GgufMatrixType::Q6_K, GgmlType::Q6_K, "q6_k"},
+    {GgufMatrixType::F32, GgmlType::F32, "f32"},        {GgufMatrixType::BF16, GgmlType::BF16, "bf16"},
+    {GgufMatrixType::Q8_0, GgmlType::Q8_0, "q8_0"},     {GgufMatrixType::Q4_0, GgmlType::Q4_0, "q4_0"},
+    {GgufMatrixType::Q4_1, GgmlType::Q4_1, "q4_1"},     {GgufMatrixType::Q5_0, GgmlType::Q5_0, "q5_0"},
+    {GgufMatrixType::Q5_1, GgmlType::Q5_1, "q5_1"},     {GgufMatrixType::Q4_K, GgmlType::Q4_K, "q4_k"},
+    {GgufMatrixType::Q5_K, GgmlType::Q5_K, "q5_k"},     {GgufMatrixType::Q6_K, GgmlType::Q6_K, "q6_k"},
+    {GgufMatrixType::Q4_K_M, GgmlType::Q4_K, "q4_k_m"},
 };
 
 GgmlType matrix_type(GgufMatrixType t) {
@@ -281,6 +283,12 @@ GgufWriter target_gguf_writer(const TargetCheckpoint& ck, const GgufExportOption
       options.name.empty() ? std::filesystem::path(ck.dir).lexically_normal().filename().string() : options.name;
   add_metadata(w, ck, name);
   add_rope_freqs(w, ck);
+  struct Entry {
+    std::string gguf;
+    std::shared_ptr<const Source> source;
+  };
+  std::vector<Entry> entries;
+  std::vector<std::string> matrix_names;
   for (const std::string& st_name : ck.store.names()) {
     if (st_name.ends_with(".scales") || st_name.ends_with(".biases")) continue;
     const std::string canonical = canonical_name(st_name, ck.prefix);
@@ -288,16 +296,23 @@ GgufWriter target_gguf_writer(const TargetCheckpoint& ck, const GgufExportOption
     std::optional<std::string> gguf = hf_to_gguf_name(canonical);
     if (!gguf) continue;  // not a Gemma 4 text tensor (e.g. rotary buffers)
     if (!gguf->ends_with(".weight") && !gguf->ends_with(".scale")) *gguf += ".weight";
-    auto s = std::make_shared<const Source>(source_of(ck, st_name));
+    entries.push_back({*gguf, std::make_shared<const Source>(source_of(ck, st_name))});
+    if (entries.back().source->vector == nullptr) matrix_names.push_back(*gguf);
+  }
+  const Q4KMMix mix(matrix_names, ck.config.text.enable_moe_block);
+  for (const Entry& e : entries) {
+    const Source& s = *e.source;
     GgmlType type = GgmlType::F32;
     bool copy_affine = false;
-    if (s->vector == nullptr) {
+    if (s.vector == nullptr && options.matrices == GgufMatrixType::Q4_K_M) {
+      type = mix.type_of(e.gguf, s.cols);
+    } else if (s.vector == nullptr) {
       type = matrix_type(options.matrices);
-      copy_affine = options.affine4_as_q4_1 && q4_1_exact(*s);
+      copy_affine = options.affine4_as_q4_1 && q4_1_exact(s);
       if (copy_affine) type = GgmlType::Q4_1;
-      if (s->cols % ggml_block_size(type) != 0) type = GgmlType::F32;  // rows shorter than a block
+      if (s.cols % ggml_block_size(type) != 0) type = GgmlType::F32;  // rows shorter than a block
     }
-    add_tensor(w, *gguf, s, type, copy_affine && type == GgmlType::Q4_1);
+    add_tensor(w, e.gguf, e.source, type, copy_affine && type == GgmlType::Q4_1);
   }
   return w;
 }
