@@ -263,11 +263,11 @@ TEST(SchedulerKvBudget, AGenerationWaitsForMemoryAndOneThatCanNeverFitFails) {
   TargetCache probe = model->new_cache();
   ScheduledGeneration g;
   g.prompt = {2, 5, 7, 9};
-  g.options.max_tokens = 300;
+  g.options.max_tokens = 100;
   g.options.ignore_eos = true;
   g.options.method = DraftMethod::Lookup;
   g.options.gamma.fixed = 0;
-  const uint64_t one = probe.bytes_at(static_cast<int64_t>(g.prompt.size()) + 300 + 16 + 1);
+  const uint64_t one = probe.bytes_at(static_cast<int64_t>(g.prompt.size()) + 100 + 16 + 1);
   ThreadPool pool(1);
   SchedulerOptions so;
   so.slots = 2;
