@@ -31,7 +31,8 @@ std::vector<Written> short_decimals() {
   std::vector<Written> out;
   for (const int sign : {1, -1})
     for (int64_t i = 0; i <= 12; ++i) {
-      const std::string head = (sign < 0 ? "-" : "") + std::to_string(i);
+      std::string head = sign < 0 ? "-" : "";
+      head += std::to_string(i);
       out.push_back({head, sign * i * 1000});
       for (int64_t f = 0; f < 10; ++f) out.push_back({head + "." + std::to_string(f), sign * (i * 1000 + f * 100)});
       for (int64_t f = 0; f < 100; ++f)
