@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "golden_vocabulary.h"
 #include "json_schema_check.h"
 #include "spec_golden_util.h"
 #include "specula/grammar/json_schema.h"
@@ -38,26 +39,6 @@ const char* kSchema = R"({
   "additionalProperties": false
 })";
 
-// Token bytes for the golden models' 512-token vocabulary: printable ASCII, JSON pieces, whole and
-// split UTF-8 characters, then short letter strings; special and EOS ids have none.
-std::vector<std::string> golden_vocabulary(const TargetModel& model) {
-  std::vector<std::string> pieces;
-  for (char c = 0x20; c < 0x7f; ++c) pieces.push_back(std::string(1, c));
-  for (const char* s :
-       {"\n",   "{\"",          "\": ", "\", \"",   "true", "false", "null", "bb", "ccc", ", ",  "\xc3\xa9", "\xc3",
-        "\xa9", "\xe4\xb8\xad", "\xe4", "\xb8\xad", "12",   "-1",    "\"}",  "]}", "[\"", "\"]", "}}"})
-    pieces.push_back(s);
-  std::mt19937 rng(11);
-  while (pieces.size() < 600)
-    pieces.push_back(std::string(1, static_cast<char>('a' + rng() % 26)) + static_cast<char>('a' + rng() % 26));
-  std::vector<std::string> vocab(static_cast<size_t>(model.vocab_size()));
-  const std::vector<int32_t> eos = model.eos_token_ids();
-  size_t next = 0;
-  for (size_t id = 3; id < vocab.size(); ++id)
-    if (std::find(eos.begin(), eos.end(), static_cast<int32_t>(id)) == eos.end()) vocab[id] = pieces[next++];
-  return vocab;
-}
-
 class ConstrainedDecoding : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -66,7 +47,7 @@ class ConstrainedDecoding : public ::testing::Test {
     drafter_ = Drafter::load((dir / "drafter").string(), *model_).release();
     constraint_.grammar = std::make_shared<const grammar::Grammar>(
         grammar::grammar_from_json_schema(nlohmann::ordered_json::parse(kSchema)));
-    constraint_.vocabulary = std::make_shared<const grammar::TokenTrie>(golden_vocabulary(*model_));
+    constraint_.vocabulary = std::make_shared<const grammar::TokenTrie>(test::golden_vocabulary(*model_));
   }
   static void TearDownTestSuite() {
     delete drafter_;

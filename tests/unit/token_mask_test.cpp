@@ -66,6 +66,29 @@ TEST(TokenMask, TrieWalkEqualsTestingEveryGemmaToken) {
   expect_mask_equals_brute_force(masker, *trie, state);
 }
 
+// Inside a multi-byte character the automaton merges the prefixes whose every completion the
+// grammar accepts, and keeps apart those it accepts only some completions of.
+TEST(TokenMask, PartialCharactersAreMergedOnlyWhenEveryCompletionIsAllowed) {
+  const auto small = std::make_shared<const TokenTrie>(test::walk_vocabulary());
+  for (const char* text : {R"(root ::= "\"" [\u4e00-\u4e2f]* "\"")", R"(root ::= "\"" [^"]* "\"")"}) {
+    const auto g = std::make_shared<const Grammar>(parse_gbnf(text));
+    TokenMasker masker(g, small, small->vocab_size(), {});
+    for (const char* prefix : {"\"", "\"\xe4", "\"\xe4\xb8", "\"\xe4\xb8\xad\xe4"}) {
+      GrammarMatcher state(g);
+      ASSERT_TRUE(state.accept_bytes(prefix)) << text << " " << prefix;
+      expect_mask_equals_brute_force(masker, *small, state);
+    }
+  }
+  const auto trie = gemma_trie();
+  const auto g = std::make_shared<const Grammar>(parse_gbnf(json_object_gbnf()));
+  TokenMasker masker(g, trie, trie->vocab_size(), {1});
+  GrammarMatcher state(g);
+  ASSERT_TRUE(state.accept_bytes("{\"k"));
+  (void)masker.mask(state);
+  // One state per continuation count, not one per prefix of the vocabulary's ~970 partial characters.
+  EXPECT_LT(masker.automaton_states(), 100u);
+}
+
 TEST(TokenMask, MultiByteCharactersAndPartialTokens) {
   const auto trie = gemma_trie();
   const text::Tokenizer& tok = test::gemma_tokenizer();

@@ -160,8 +160,29 @@ bool GrammarMatcher::can_end() const {
 }
 
 std::vector<uint32_t> GrammarMatcher::key() const {
+  // A partial character whose every completion is a valid code point that every stack's top
+  // accepts has the same future whatever its bytes so far (each continuation byte is accepted,
+  // and every stack advances at the end): its value is left out of the key, so the token mask's
+  // automaton has one state for it instead of one per prefix of every multi-byte character.
+  auto partial_value_matters = [&] {
+    if (partial_remaining_ == 0) return false;
+    const uint32_t shift = 6u * partial_remaining_;
+    const uint32_t first = partial_value_ << shift;
+    const uint32_t last = first | ((1u << shift) - 1);
+    if (first < kMinForLength[partial_length_] || last > kMaxCodePoint || (first <= 0xDFFF && last >= 0xD800))
+      return true;
+    auto covers = [&](const Stack& s) {
+      if (!top_is(s, ElementKind::Chars)) return false;
+      const auto& ranges = grammar_->char_sets[grammar_->elements[s.back()].value];
+      auto it = std::upper_bound(ranges.begin(), ranges.end(), first,
+                                 [](uint32_t v, const CodePointRange& r) { return v < r.first; });
+      return it != ranges.begin() && std::prev(it)->last >= last;
+    };
+    return !std::all_of(stacks_.begin(), stacks_.end(), covers);
+  };
+  constexpr uint32_t kAnyPartialValue = 0xFFFFFFFF;  // above every code point
   std::vector<uint32_t> k;
-  k.push_back(partial_value_);
+  k.push_back(partial_value_matters() ? partial_value_ : kAnyPartialValue);
   k.push_back(static_cast<uint32_t>(partial_remaining_) << 8 | partial_length_);
   for (const Stack& s : stacks_) {
     k.push_back(static_cast<uint32_t>(s.size()));

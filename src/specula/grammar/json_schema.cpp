@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
-#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -11,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "specula/grammar/gbnf_parser.h"
+#include "specula/grammar/number_range.h"
 #include "specula/util/error.h"
 
 namespace specula::grammar {
@@ -129,52 +128,6 @@ std::string gemma_literal(const json& value, int32_t delimiter) {
 std::string repeat(const std::string& item, uint64_t min, std::optional<uint64_t> max) {
   if (max) return fmt::format("{}{{{},{}}}", item, min, *max);
   return fmt::format("{}{{{},}}", item, min);
-}
-
-// Digits of a non-negative integer range [lo, hi] of equal digit count, as a GBNF sequence.
-std::string same_length_range(const std::string& lo, const std::string& hi) {
-  if (lo.empty()) return "";
-  // Every digit string of this length: keeps the recursion linear in the digit count.
-  if (lo.find_first_not_of('0') == std::string::npos && hi.find_first_not_of('9') == std::string::npos)
-    return fmt::format("[0-9]{{{}}}", lo.size());
-  if (lo.size() == 1) return lo == hi ? fmt::format("\"{}\"", lo) : fmt::format("[{}-{}]", lo, hi);
-  if (lo[0] == hi[0]) return fmt::format("\"{}\" {}", lo[0], same_length_range(lo.substr(1), hi.substr(1)));
-  const size_t rest = lo.size() - 1;
-  std::vector<std::string> alts;
-  alts.push_back(fmt::format("\"{}\" ( {} )", lo[0], same_length_range(lo.substr(1), std::string(rest, '9'))));
-  if (hi[0] - lo[0] > 1)
-    alts.push_back(
-        fmt::format("[{}-{}] [0-9]{{{}}}", static_cast<char>(lo[0] + 1), static_cast<char>(hi[0] - 1), rest));
-  alts.push_back(fmt::format("\"{}\" ( {} )", hi[0], same_length_range(std::string(rest, '0'), hi.substr(1))));
-  return "( " + fmt::format("{}", fmt::join(alts, " | ")) + " )";
-}
-
-// Decimal digits (no leading zeros) of every integer in [lo, hi], 0 <= lo <= hi.
-std::string unsigned_range(uint64_t lo, uint64_t hi) {
-  std::vector<std::string> alts;
-  uint64_t band_lo = lo;
-  while (band_lo <= hi) {
-    const std::string lo_s = std::to_string(band_lo);
-    uint64_t band_max = 9;
-    for (size_t i = 1; i < lo_s.size(); ++i) band_max = band_max * 10 + 9;
-    const uint64_t band_hi = std::min(hi, band_max);
-    alts.push_back(same_length_range(lo_s, std::to_string(band_hi)));
-    if (band_hi == hi) break;
-    band_lo = band_hi + 1;
-  }
-  return alts.size() == 1 ? alts[0] : "( " + fmt::format("{}", fmt::join(alts, " | ")) + " )";
-}
-
-std::string signed_range(int64_t lo, int64_t hi) {
-  std::vector<std::string> alts;
-  if (lo < 0) {
-    const uint64_t neg_hi = static_cast<uint64_t>(-(lo + 1)) + 1;  // |lo| without overflow
-    const uint64_t neg_lo = hi < 0 ? static_cast<uint64_t>(-(hi + 1)) + 1 : 1;
-    alts.push_back("\"-\" " + unsigned_range(neg_lo, neg_hi));
-  }
-  if (hi >= 0)
-    alts.push_back(unsigned_range(static_cast<uint64_t>(std::max<int64_t>(lo, 0)), static_cast<uint64_t>(hi)));
-  return alts.size() == 1 ? alts[0] : "( " + fmt::format("{}", fmt::join(alts, " | ")) + " )";
 }
 
 class SchemaCompiler {
@@ -437,38 +390,22 @@ class SchemaCompiler {
     return gemma() ? gemma_key_literal(key, syntax_.string_delimiter) : json_literal(json(key));
   }
 
-  // A bound as a number, or nullopt; exclusive bounds may be numbers (2019+) or booleans (draft 4).
-  std::optional<double> bound(const json& schema, const char* key, const std::string& path) {
-    if (!schema.contains(key)) return std::nullopt;
-    const json& v = schema[key];
-    if (v.is_boolean()) return std::nullopt;
-    if (!v.is_number()) error(path + "/" + key, fmt::format("'{}' must be a number", key));
-    const double d = v.get<double>();
-    if (!std::isfinite(d)) error(path + "/" + key, fmt::format("'{}' must be finite", key));
-    return d;
-  }
-
-  // Integer bounds [lo, hi] of the schema, clipped to what the grammar can express.
-  std::pair<int64_t, int64_t> integer_bounds(const json& schema, const std::string& path, bool integer) {
-    constexpr double kLimit = 999999999999999999.0;  // 18 digits: within int64
-    double lo = -kLimit, hi = kLimit;
-    const bool draft4_lo = schema.contains("exclusiveMinimum") && schema["exclusiveMinimum"].is_boolean() &&
-                           schema["exclusiveMinimum"].get<bool>();
-    const bool draft4_hi = schema.contains("exclusiveMaximum") && schema["exclusiveMaximum"].is_boolean() &&
-                           schema["exclusiveMaximum"].get<bool>();
-    // Integers: the exact range. Numbers: the range of their integer part (floor of each bound).
-    if (auto v = bound(schema, "minimum", path))
-      lo = std::max(lo, !integer ? std::floor(*v) : draft4_lo ? std::floor(*v) + 1 : std::ceil(*v));
-    if (auto v = bound(schema, "maximum", path))
-      hi = std::min(hi, !integer ? std::floor(*v) : draft4_hi ? std::ceil(*v) - 1 : std::floor(*v));
-    if (auto v = bound(schema, "exclusiveMinimum", path))
-      lo = std::max(lo, integer ? std::floor(*v) + 1 : std::floor(*v));
-    if (auto v = bound(schema, "exclusiveMaximum", path))
-      hi = std::min(hi, integer ? std::ceil(*v) - 1 : std::floor(*v));
-    lo = std::max(lo, -kLimit);
-    hi = std::min(hi, kLimit);
-    if (lo > hi) error(path, "the bounds admit no integer");
-    return {static_cast<int64_t>(lo), static_cast<int64_t>(hi)};
+  // The tighter of `minimum` (inclusive unless draft 4's exclusiveMinimum: true) and a numeric
+  // exclusiveMinimum (2019+); likewise for the upper bound.
+  std::optional<DecimalBound> bound(const json& schema, const char* inclusive_key, const char* exclusive_key,
+                                    bool lower, const std::string& path) {
+    std::optional<DecimalBound> result;
+    auto tighten = [&](const char* key, bool inclusive) {
+      if (!schema[key].is_number()) error(path + "/" + key, fmt::format("'{}' must be a number", key));
+      const Decimal value = decimal_of(schema[key]);
+      const int c = result ? compare(value, result->value) : 0;
+      if (!result || (lower ? c > 0 : c < 0) || (c == 0 && !inclusive)) result = DecimalBound{value, inclusive};
+    };
+    const bool draft4_exclusive = schema.contains(exclusive_key) && schema[exclusive_key].is_boolean();
+    if (schema.contains(inclusive_key))
+      tighten(inclusive_key, !(draft4_exclusive && schema[exclusive_key].get<bool>()));
+    if (schema.contains(exclusive_key) && !draft4_exclusive) tighten(exclusive_key, false);
+    return result;
   }
 
   bool has_bounds(const json& schema) {
@@ -479,16 +416,22 @@ class SchemaCompiler {
 
   std::string visit_integer(const json& schema, const std::string& path) {
     if (!has_bounds(schema)) return "json-integer";
-    const auto [lo, hi] = integer_bounds(schema, path, true);
-    return new_rule("integer", signed_range(lo, hi));
+    const auto range = integer_bounds(bound(schema, "minimum", "exclusiveMinimum", true, path),
+                                      bound(schema, "maximum", "exclusiveMaximum", false, path));
+    if (!range) error(path, "the bounds admit no integer");
+    return new_rule("integer", integer_range_gbnf(range->first, range->second));
   }
 
+  // Bounded numbers are written without exponent (number_range.h), so the bounds hold exactly.
   std::string visit_number(const json& schema, const std::string& path) {
     if (!has_bounds(schema)) return "json-number";
-    // The integer part is kept within [floor(min), floor(max)]: exact for the sign and the digits,
-    // while the fraction may pass a bound by less than 1 (docs/api.md).
-    const auto [lo, hi] = integer_bounds(schema, path, false);
-    return new_rule("number", signed_range(lo, hi) + " ( \".\" [0-9]{1,15} )?");
+    const std::optional<std::string> range =
+        number_range_gbnf(bound(schema, "minimum", "exclusiveMinimum", true, path),
+                          bound(schema, "maximum", "exclusiveMaximum", false, path));
+    if (!range)
+      error(path, fmt::format("the bounds admit no number of at most {} integer and {} fraction digits",
+                              kMaxIntegerDigits, kMaxFractionDigits));
+    return new_rule("number", *range);
   }
 
   const json& root_;

@@ -6,8 +6,8 @@
 //   (false or absent: only the listed properties; true or a schema: further members after them;
 //   an object without properties and additionalProperties a schema: a map); array: items,
 //   minItems, maxItems; string: minLength, maxLength, format (an annotation, not checked);
-//   integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (exact, within the int64 range);
-//   number: the same bounds restrict the sign and integer digits only (see docs/api.md);
+//   integer, number: minimum, maximum, exclusiveMinimum, exclusiveMaximum (exact, number_range.h:
+//   bounded numbers are written without exponent, with at most 18 integer and 15 fraction digits);
 //   anyOf / oneOf (as alternatives: oneOf's exclusivity is not checked); allOf of one schema;
 //   $ref to "#", "#/$defs/..." or "#/definitions/..." (recursive schemas allowed).
 // Assertions outside the subset (pattern, not, if/then/else, patternProperties, prefixItems,

@@ -113,16 +113,25 @@ void TokenMasker::walk(int32_t root, std::vector<uint64_t>& bits) {
   }
 }
 
+void TokenMasker::fill_mask(int32_t root, const GrammarMatcher& state, std::vector<uint64_t>& bits) {
+  bits.assign((vocab_size_ + 63) / 64, 0);
+  walk(root, bits);
+  for (const int32_t tok : state.next_token_terminals())
+    bits[static_cast<size_t>(tok) >> 6] |= uint64_t{1} << (tok & 63);
+  if (state.can_end())
+    for (const int32_t tok : end_tokens_) bits[static_cast<size_t>(tok) >> 6] |= uint64_t{1} << (tok & 63);
+}
+
+void TokenMasker::compute_mask(const GrammarMatcher& state, std::vector<uint64_t>& bits) {
+  if (states_.size() > kMaxStates) reset_automaton();
+  fill_mask(intern(state), state, bits);
+}
+
 std::span<const uint64_t> TokenMasker::mask(const GrammarMatcher& state) {
   if (states_.size() > kMaxStates) reset_automaton();
   const int32_t root = intern(state);
   if (auto it = masks_.find(root); it != masks_.end()) return it->second;
-  result_.assign((vocab_size_ + 63) / 64, 0);
-  walk(root, result_);
-  for (const int32_t tok : state.next_token_terminals())
-    result_[static_cast<size_t>(tok) >> 6] |= uint64_t{1} << (tok & 63);
-  if (state.can_end())
-    for (const int32_t tok : end_tokens_) result_[static_cast<size_t>(tok) >> 6] |= uint64_t{1} << (tok & 63);
+  fill_mask(root, state, result_);
   if (masks_.size() >= kMaxCachedMasks) masks_.clear();
   return masks_.emplace(root, result_).first->second;
 }

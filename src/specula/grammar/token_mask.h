@@ -37,16 +37,21 @@ class TokenMasker {
   // Bit t of the result (word t / 64, bit t % 64) is set when token t may follow `state`. The span
   // stays valid until the next call.
   std::span<const uint64_t> mask(const GrammarMatcher& state);
+  // The same mask computed afresh into `bits` (the per-state mask cache neither read nor filled).
+  void compute_mask(const GrammarMatcher& state, std::vector<uint64_t>& bits);
 
   // Whether `token` may follow `state` (no mask needed); advances `state` past it when it may.
   bool accept_token(GrammarMatcher& state, int32_t token) const;
   bool is_end_token(int32_t token) const;
   size_t vocab_size() const { return vocab_size_; }
+  // Grammar states interned so far (for benchmarks: what a walk had to explore).
+  size_t automaton_states() const { return states_.size(); }
 
  private:
   int32_t intern(const GrammarMatcher& state);
   int32_t transition(int32_t state, uint8_t byte);
   void walk(int32_t root, std::vector<uint64_t>& bits);
+  void fill_mask(int32_t root, const GrammarMatcher& state, std::vector<uint64_t>& bits);
   void reset_automaton();
 
   std::shared_ptr<const Grammar> grammar_;
