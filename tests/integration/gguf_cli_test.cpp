@@ -1,5 +1,8 @@
 // GGUF files through the real binary: `synth --format gguf` writes one, `inspect` shows its ggml
-// types, `run` generates from it, and a missing file is a runtime error (exit 1).
+// types, `run` generates from it, and a missing file is a runtime error (exit 1). With the Gemma 4
+// tokenizer written into the file, text mode runs from the single .gguf (its tokenizer and chat
+// template); without one, text is refused naming the file and key.
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -34,6 +37,37 @@ TEST(GgufCli, SynthInspectAndRun) {
 
   const auto bad = run_cli("run --model " + tmp.path().string() + "/missing.gguf --tokens 2 --max-tokens 1");
   EXPECT_EQ(bad.code, 1);
+
+  const auto text = run_cli("run --model " + file + " --prompt hello --threads 1", /*merge_stderr=*/true);
+  EXPECT_EQ(text.code, 1);
+  EXPECT_NE(text.out.find(file + ": has no tokenizer (metadata key 'tokenizer.ggml.model' is missing)"),
+            std::string::npos)
+      << text.out;
+}
+
+TEST(GgufCli, TextModeFromTheFilesOwnTokenizerAndTemplate) {
+  const test::ScopedTempDir tmp("specula-gguf-text");
+  const std::string file = tmp.file("tiny.gguf");
+  const std::string tokenizer_dir = std::string(SPECULA_TEST_DATA) + "/tokenizer-gemma4";
+  const auto synth =
+      run_cli("synth --preset tiny-dense --vocab 262144 --format gguf --tokenizer " + tokenizer_dir + " --out " + file);
+  ASSERT_EQ(synth.code, 0) << synth.out;
+
+  const auto run =
+      run_cli("run --model " + file + " --chat --prompt 'Hi there' --max-tokens 5 --ignore-eos --json --threads 1");
+  ASSERT_EQ(run.code, 0) << run.out;
+  const nlohmann::json doc = nlohmann::json::parse(run.out);
+  EXPECT_EQ(doc.at("tokens").size(), 5u);
+  EXPECT_TRUE(doc.at("text").is_string());
+  // <bos><|turn>user\nHi there<turn|>\n<|turn>model\n: the ids of the Gemma 4 tokenizer.
+  EXPECT_EQ(doc.at("stats").at("prompt_tokens").get<int>(), 11) << run.out;
+
+  const std::string messages = tmp.file("messages.json");
+  std::ofstream(messages) << R"([{"role": "user", "content": "Hi there"}])";
+  const auto from_gguf = run_cli("render --model " + file + " --messages " + messages);
+  const auto from_dir = run_cli("render --model " + tokenizer_dir + " --messages " + messages);
+  ASSERT_EQ(from_gguf.code, 0) << from_gguf.out;
+  EXPECT_EQ(from_gguf.out, from_dir.out);
 }
 
 }  // namespace

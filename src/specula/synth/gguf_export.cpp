@@ -12,6 +12,7 @@
 #include "specula/kernels/ggml_quants.h"
 #include "specula/kernels/quant.h"
 #include "specula/kernels/weight_matrix.h"
+#include "specula/synth/gguf_tokenizer_export.h"
 #include "specula/util/error.h"
 #include "specula/util/half.h"
 
@@ -280,6 +281,7 @@ GgufWriter target_gguf_writer(const TargetCheckpoint& ck, const GgufExportOption
   const std::string name =
       options.name.empty() ? std::filesystem::path(ck.dir).lexically_normal().filename().string() : options.name;
   add_metadata(w, ck, name);
+  if (!options.tokenizer_dir.empty()) add_gguf_tokenizer(w, options.tokenizer_dir);
   add_rope_freqs(w, ck);
   for (const std::string& st_name : ck.store.names()) {
     if (st_name.ends_with(".scales") || st_name.ends_with(".biases")) continue;
