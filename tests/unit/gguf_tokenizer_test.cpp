@@ -109,8 +109,9 @@ TEST(GgufTokenizer, EncodesAndDecodesTheGoldenCorpusLikeTokenizerJson) {
 TEST(GgufTokenizer, ControlTokensWhitespaceRunsAndUnusedTokensAreMatchedWhole) {
   const text::Tokenizer& a = *tokenizers().from_json;
   const text::Tokenizer& b = *tokenizers().from_gguf;
-  for (const std::string text : {"<|turn>user\nhi<turn|>\n<|turn>model\n", "a\n\n\n\nb\t\t\tc", "<unused5>x<mask>",
-                                 "<|tool_call>call:f{a:<|\"|>x<|\"|>}<tool_call|>", "▁▁literal▁markers", "<table><tr>"}) {
+  for (const std::string text :
+       {"<|turn>user\nhi<turn|>\n<|turn>model\n", "a\n\n\n\nb\t\t\tc", "<unused5>x<mask>",
+        "<|tool_call>call:f{a:<|\"|>x<|\"|>}<tool_call|>", "▁▁literal▁markers", "<table><tr>"}) {
     EXPECT_EQ(b.encode(text, false), a.encode(text, false)) << text;
   }
   EXPECT_EQ(b.encode("<|turn>", false), std::vector<int32_t>{105});
@@ -197,7 +198,9 @@ TEST(GgufTokenizer, RefusesMetadataItCannotUseNamingFileAndKey) {
   EXPECT_TRUE(has(m, "'tokenizer.ggml.merges'[0] (\"a c\") names a token outside")) << m;
   m = refusal([](GgufWriter& w) { w.set_string_array("tokenizer.ggml.merges", {"ab"}); });
   EXPECT_TRUE(has(m, "'tokenizer.ggml.merges'[0] (\"ab\") is not \"left right\"")) << m;
-  m = refusal([](GgufWriter& w) { w.set_string_array("tokenizer.ggml.tokens", {"<pad>", "", "<bos>", "a", "b", "ab"}); });
+  m = refusal([](GgufWriter& w) {
+    w.set_string_array("tokenizer.ggml.tokens", {"<pad>", "", "<bos>", "a", "b", "ab"});
+  });
   EXPECT_TRUE(has(m, "'tokenizer.ggml.tokens'[1] is empty")) << m;
   m = refusal([](GgufWriter& w) { w.set_string_array("tokenizer.ggml.tokens", {"x"}); });
   EXPECT_TRUE(has(m, "has 6 entries but 'tokenizer.ggml.tokens' has 1")) << m;

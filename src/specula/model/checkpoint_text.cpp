@@ -47,9 +47,10 @@ CheckpointTokenizer find_checkpoint_tokenizer(const std::string& path) {
 text::Tokenizer load_checkpoint_tokenizer(const std::string& path) {
   CheckpointTokenizer found = find_checkpoint_tokenizer(path);
   if (!found.tokenizer) {
-    fail("{} (text needs the checkpoint's tokenizer: put the model's tokenizer.json beside the weights, or give token "
-         "ids with --tokens)",
-         found.missing);
+    fail(
+        "{} (text needs the checkpoint's tokenizer: put the model's tokenizer.json beside the weights, or give token "
+        "ids with --tokens)",
+        found.missing);
   }
   return std::move(*found.tokenizer);
 }
@@ -67,9 +68,10 @@ ChatTemplate load_checkpoint_chat_template(const std::string& path, const std::s
   const GgufFile f = GgufFile::open(*gguf);
   const std::optional<std::string> text = text::gguf_chat_template(f, name);
   if (!text) {
-    fail("{}: no chat template (metadata key '{}' is missing, and no chat_template.jinja or tokenizer_config.json "
-         "is beside the file); give one with --chat-template FILE",
-         *gguf, name.empty() ? "tokenizer.chat_template" : "tokenizer.chat_template." + name);
+    fail(
+        "{}: no chat template (metadata key '{}' is missing, and no chat_template.jinja or tokenizer_config.json "
+        "is beside the file); give one with --chat-template FILE",
+        *gguf, name.empty() ? "tokenizer.chat_template" : "tokenizer.chat_template." + name);
   }
   return ChatTemplate(*text, *gguf + " (tokenizer.chat_template)", checkpoint_special_tokens(path));
 }

@@ -38,8 +38,8 @@ struct GgufVocab {
 GgufVocab vocab_of(const text::TokenizerFile& file) {
   size_t n = 0;
   for (const int64_t id : file.vocab_ids) n = std::max(n, static_cast<size_t>(id) + 1);
-  const nlohmann::json& added = file.config.contains("added_tokens") ? file.config["added_tokens"]
-                                                                     : nlohmann::json::array();
+  const nlohmann::json& added =
+      file.config.contains("added_tokens") ? file.config["added_tokens"] : nlohmann::json::array();
   for (const auto& a : added) n = std::max(n, a.at("id").get<size_t>() + 1);
   GgufVocab v;
   v.tokens.resize(n);
@@ -75,8 +75,7 @@ std::vector<std::string> merges_of(const text::TokenizerFile& file) {
   for (size_t i = 0; i < file.merge_left.size(); ++i) {
     const std::string_view l = file.view(file.merge_left[i]), r = file.view(file.merge_right[i]);
     if (l.find(' ') != std::string_view::npos || r.find(' ') != std::string_view::npos)
-      fail("{}: merge {} holds a space, which the \"left right\" form of tokenizer.ggml.merges cannot", file.source,
-           i);
+      fail("{}: merge {} holds a space, which the \"left right\" form of tokenizer.ggml.merges cannot", file.source, i);
     out.push_back(std::string(l) + " " + std::string(r));
   }
   return out;

@@ -54,8 +54,10 @@ void require_gemma4_model(const GgufFile& f) {
     fail("{}: has no tokenizer (metadata key 'tokenizer.ggml.model' is missing)", f.path());
   }
   if (*model != "gemma4") {
-    fail("{}: tokenizer.ggml.model is \"{}\", a tokenizer specula does not read from GGUF (it reads Gemma 4's \"gemma4\")",
-         f.path(), shown(*model));
+    fail(
+        "{}: tokenizer.ggml.model is \"{}\", a tokenizer specula does not read from GGUF (it reads Gemma 4's "
+        "\"gemma4\")",
+        f.path(), shown(*model));
   }
 }
 
@@ -128,7 +130,7 @@ GgufVocabulary read_vocabulary(const GgufFile& f) {
 }
 
 json model_json(const GgufFile& f, const GgufVocabulary& v) {
-  json model = {{"type", "BPE"},       {"dropout", nullptr},        {"fuse_unk", true},
+  json model = {{"type", "BPE"},         {"dropout", nullptr},     {"fuse_unk", true},
                 {"byte_fallback", true}, {"ignore_merges", false}, {"unk_token", nullptr}};
   if (const auto unk = token_id(f, "tokenizer.ggml.unknown_token_id", v.tokens.size()))
     model["unk_token"] = std::string(v.tokens[*unk]);
@@ -210,11 +212,11 @@ TokenizerFile gguf_tokenizer_file(const GgufFile& f) {
   for (size_t i = 0; i < n; ++i) {
     const std::string_view tok = v.tokens[i];
     const auto type = static_cast<GgufTokenType>(v.types[i]);
-    const bool special = type == GgufTokenType::Control || type == GgufTokenType::UserDefined ||
-                         type == GgufTokenType::Unknown;
-    const bool matched_whole = special || repeated[i] ||
-                               (type != GgufTokenType::Byte &&
-                                ((code_points(tok) > 1 && !merged[i]) || is_whitespace_run(tok)));
+    const bool special =
+        type == GgufTokenType::Control || type == GgufTokenType::UserDefined || type == GgufTokenType::Unknown;
+    const bool matched_whole =
+        special || repeated[i] ||
+        (type != GgufTokenType::Byte && ((code_points(tok) > 1 && !merged[i]) || is_whitespace_run(tok)));
     if (!repeated[i]) {
       file.vocab_tokens.push_back(intern(tok));
       file.vocab_ids.push_back(static_cast<int64_t>(i));
