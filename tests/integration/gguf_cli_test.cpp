@@ -4,6 +4,7 @@
 // template); without one, text is refused naming the file and key.
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -59,14 +60,21 @@ TEST(GgufCli, TextModeFromTheFilesOwnTokenizerAndTemplate) {
   const nlohmann::json doc = nlohmann::json::parse(run.out);
   EXPECT_EQ(doc.at("tokens").size(), 5u);
   EXPECT_TRUE(doc.at("text").is_string());
-  // <bos><|turn>user\nHi there<turn|>\n<|turn>model\n: the ids of the Gemma 4 tokenizer.
-  EXPECT_EQ(doc.at("stats").at("prompt_tokens").get<int>(), 11) << run.out;
+  // <bos><|turn>user\nHi there<turn|>\n<|turn>model\n<|channel>thought\n<channel|>: the ids
+  // tokenizer.json gives this rendered prompt (`tokenize --model tests/data/tokenizer-gemma4`).
+  const std::vector<int32_t> expected = {2, 105, 2364, 107, 10979, 993, 106, 107, 105, 4368, 107, 100, 45518, 107, 101};
+  EXPECT_EQ(doc.at("stats").at("prompt_tokens").get<size_t>(), expected.size()) << run.out;
 
   const std::string messages = tmp.file("messages.json");
   std::ofstream(messages) << R"([{"role": "user", "content": "Hi there"}])";
   const auto from_gguf = run_cli("render --model " + file + " --messages " + messages);
   const auto from_dir = run_cli("render --model " + tokenizer_dir + " --messages " + messages);
   ASSERT_EQ(from_gguf.code, 0) << from_gguf.out;
+  const std::string prompt = tmp.file("prompt.txt");
+  std::ofstream(prompt, std::ios::binary) << from_gguf.out;
+  const auto ids = run_cli("tokenize --model " + file + " --no-special < " + prompt);
+  ASSERT_EQ(ids.code, 0) << ids.out;
+  EXPECT_EQ(nlohmann::json::parse(ids.out).get<std::vector<int32_t>>(), expected);
   EXPECT_EQ(from_gguf.out, from_dir.out);
 }
 
