@@ -195,7 +195,7 @@ TEST(GgufTokenizer, RefusesMetadataItCannotUseNamingFileAndKey) {
   m = refusal([](GgufWriter& w) { w.remove_key("tokenizer.ggml.bos_token_id"); });
   EXPECT_TRUE(has(m, "'tokenizer.ggml.bos_token_id' is missing")) << m;
   m = refusal([](GgufWriter& w) { w.set_string_array("tokenizer.ggml.merges", {"a c"}); });
-  EXPECT_TRUE(has(m, "'tokenizer.ggml.merges'[0] (\"a c\") names a token outside")) << m;
+  EXPECT_TRUE(has(m, "'tokenizer.ggml.merges'[0] (\"a c\") makes a token outside")) << m;
   m = refusal([](GgufWriter& w) { w.set_string_array("tokenizer.ggml.merges", {"ab"}); });
   EXPECT_TRUE(has(m, "'tokenizer.ggml.merges'[0] (\"ab\") is not \"left right\"")) << m;
   m = refusal([](GgufWriter& w) {
