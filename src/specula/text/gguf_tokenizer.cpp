@@ -129,6 +129,37 @@ GgufVocabulary read_vocabulary(const GgufFile& f) {
   return v;
 }
 
+// Which ids repeat an earlier token's string, and which some merge produces.
+struct TokenIndex {
+  std::vector<bool> repeated;
+  std::vector<bool> merged;
+};
+
+TokenIndex index_tokens(const GgufFile& f, const GgufVocabulary& v) {
+  const size_t n = v.tokens.size();
+  TokenIndex out{std::vector<bool>(n, false), std::vector<bool>(n, false)};
+  // String -> first id. A string that comes again names an added token of tokenizer.json (its
+  // vocabulary keys are unique), which whole-token matching resolves to the later id.
+  std::unordered_map<std::string_view, int32_t> ids;
+  ids.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!ids.emplace(v.tokens[i], static_cast<int32_t>(i)).second) out.repeated[i] = true;
+  }
+  std::string joined;
+  for (size_t r = 0; r < v.merges.size(); ++r) {
+    const auto& [left, right] = v.merges[r];
+    joined.assign(left).append(right);
+    // Only the merged token is looked up here (the BPE model checks the halves): loading is
+    // bound by these lookups.
+    const auto it = ids.find(joined);
+    if (it == ids.end())
+      fail("{}: metadata key 'tokenizer.ggml.merges'[{}] (\"{} {}\") makes a token outside 'tokenizer.ggml.tokens'",
+           f.path(), r, shown(left), shown(right));
+    out.merged[static_cast<size_t>(it->second)] = true;
+  }
+  return out;
+}
+
 json model_json(const GgufFile& f, const GgufVocabulary& v) {
   json model = {{"type", "BPE"},         {"dropout", nullptr},     {"fuse_unk", true},
                 {"byte_fallback", true}, {"ignore_merges", false}, {"unk_token", nullptr}};
@@ -178,28 +209,7 @@ TokenizerFile gguf_tokenizer_file(const GgufFile& f) {
   require_gemma4_model(f);
   const GgufVocabulary v = read_vocabulary(f);
   const size_t n = v.tokens.size();
-
-  // String -> first id. A string that comes again names an added token of tokenizer.json (its
-  // vocabulary keys are unique), which whole-token matching resolves to the later id.
-  std::unordered_map<std::string_view, int32_t> ids;
-  ids.reserve(n);
-  std::vector<bool> repeated(n, false);
-  for (size_t i = 0; i < n; ++i) {
-    if (!ids.emplace(v.tokens[i], static_cast<int32_t>(i)).second) repeated[i] = true;
-  }
-  std::vector<bool> merged(n, false);  // produced by some merge
-  std::string joined;
-  for (size_t r = 0; r < v.merges.size(); ++r) {
-    const auto& [left, right] = v.merges[r];
-    joined.assign(left).append(right);
-    // Only the merged token is looked up here (the BPE model checks the halves): loading is
-    // bound by these lookups.
-    const auto it = ids.find(joined);
-    if (it == ids.end())
-      fail("{}: metadata key 'tokenizer.ggml.merges'[{}] (\"{} {}\") makes a token outside 'tokenizer.ggml.tokens'",
-           f.path(), r, shown(left), shown(right));
-    merged[static_cast<size_t>(it->second)] = true;
-  }
+  const TokenIndex index = index_tokens(f, v);
 
   TokenizerFile file;
   file.source = f.path();
@@ -217,9 +227,9 @@ TokenizerFile gguf_tokenizer_file(const GgufFile& f) {
     const bool special =
         type == GgufTokenType::Control || type == GgufTokenType::UserDefined || type == GgufTokenType::Unknown;
     const bool matched_whole =
-        special || repeated[i] ||
-        (type != GgufTokenType::Byte && ((code_points(tok) > 1 && !merged[i]) || is_whitespace_run(tok)));
-    if (!repeated[i]) {
+        special || index.repeated[i] ||
+        (type != GgufTokenType::Byte && ((code_points(tok) > 1 && !index.merged[i]) || is_whitespace_run(tok)));
+    if (!index.repeated[i]) {
       file.vocab_tokens.push_back(intern(tok));
       file.vocab_ids.push_back(static_cast<int64_t>(i));
     }
