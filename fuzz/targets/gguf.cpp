@@ -1,7 +1,8 @@
 // Fuzz entry: GgufFile::from_bytes on an arbitrary file (the same parser GgufFile::open runs over
 // the mapping), then every metadata getter, the first row of each tensor through the dequantizer
 // and the gemma4 config mapping. The input is copied to its own buffer, so ASan catches any read
-// past its end.
+// past its end. The tokenizer metadata (text/gguf_tokenizer.h) is read too, and a tokenizer built
+// from it encodes and decodes a short text.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include "specula/io/gguf.h"
 #include "specula/io/gguf_config.h"
 #include "specula/kernels/ggml_quants.h"
+#include "specula/text/gguf_tokenizer.h"
 #include "specula/util/error.h"
 
 namespace specula::fuzz {
@@ -46,6 +48,22 @@ void exercise_getters(const GgufFile& f, const GgufKv& kv) {
   (void)gguf_value_string(kv);
 }
 
+void exercise_tokenizer(const GgufFile& f) {
+  (void)text::gguf_special_tokens(f);
+  try {
+    (void)text::gguf_chat_template(f);
+  } catch (const specula::Error&) {
+  }
+  try {
+    const text::Tokenizer t = text::gguf_tokenizer(f);
+    const std::vector<int32_t> ids = t.encode("ab <bos>\n\n x\xC3\xA9", /*add_special_tokens=*/true);
+    for (const int32_t id : ids)
+      if (id < 0 || static_cast<size_t>(id) >= t.vocab_size()) std::abort();
+    (void)t.decode(ids, /*skip_special_tokens=*/true);
+  } catch (const specula::Error&) {
+  }
+}
+
 }  // namespace
 
 int fuzz_gguf(const uint8_t* data, size_t size) {
@@ -74,6 +92,7 @@ int fuzz_gguf(const uint8_t* data, size_t size) {
       }
     }
     if (sum == 0xdeadbeef) std::puts("");  // keeps the reads
+    exercise_tokenizer(file);
     // The gemma4 metadata mapping (io/gguf_config.h) reads keys and the rope_freqs tensor.
     (void)gguf_target_config(file);
   } catch (const specula::Error&) {

@@ -1,4 +1,4 @@
-// `specula render --model DIR --messages FILE.json [--tools FILE.json] [--no-generation-prompt]
+// `specula render --model DIR|FILE.gguf --messages FILE.json [--tools FILE.json] [--no-generation-prompt]
 // [--chat-template FILE] [--template-name NAME] [--var name=json]...`: prints the prompt the
 // model's chat template makes of a conversation, exactly (no newline added), for checking a
 // template against other engines. FILE may be "-" for stdin.
@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_path.h"
+#include "specula/model/checkpoint_text.h"
 #include "specula/text/chat_template.h"
 #include "specula/util/error.h"
 
@@ -78,8 +79,11 @@ void run_render(const RenderArgs& a) {
   if (!a.tools.empty()) tools = read_json_file(a.tools, "tools");
   nlohmann::ordered_json vars = nlohmann::ordered_json::object();
   for (const auto& spec : a.vars) parse_var(spec, vars);
-  const ChatTemplate chat_template = a.chat_template.empty() ? ChatTemplate::from_model_dir(a.model, a.template_name)
-                                                             : ChatTemplate::from_file(a.chat_template, a.model);
+  const ChatTemplate chat_template =
+      a.chat_template.empty()
+          ? load_checkpoint_chat_template(a.model, a.template_name)
+          : ChatTemplate(ChatTemplate::from_file(a.chat_template).source(), a.chat_template,
+                         a.model.empty() ? nlohmann::ordered_json::object() : checkpoint_special_tokens(a.model));
   const std::string prompt = chat_template.render(messages, tools, !a.no_generation_prompt, vars);
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   std::fflush(stdout);
@@ -90,7 +94,9 @@ void run_render(const RenderArgs& a) {
 void add_render_command(CLI::App& app) {
   auto args = std::make_shared<RenderArgs>();
   CLI::App* cmd = app.add_subcommand("render", "print the prompt a model's chat template makes of a conversation");
-  cmd->add_option("--model", args->model, "model directory (chat_template.jinja or tokenizer_config.json)")
+  cmd->add_option("--model", args->model,
+                  "model directory or .gguf file (chat_template.jinja, tokenizer_config.json or the GGUF's "
+                  "tokenizer.chat_template)")
       ->transform(model_path());
   cmd->add_option("--messages", args->messages, "JSON file with the messages array ('-': stdin)")->required();
   cmd->add_option("--tools", args->tools, "JSON file with the tools array");

@@ -85,9 +85,9 @@ void add_run_command(CLI::App& app) {
     std::vector<int32_t> prompt;
     std::vector<int32_t> eos_ids;
     if (text_mode) {
-      text::Tokenizer tokenizer = load_model_tokenizer(model_files_dir(args->model));
-      prompt = encode_text_prompt(tokenizer, model_files_dir(args->model), *text_args);
-      eos_ids = text_eos_ids(tokenizer, model_files_dir(args->model));
+      text::Tokenizer tokenizer = load_model_tokenizer(args->model);
+      prompt = encode_text_prompt(tokenizer, args->model, *text_args);
+      eos_ids = text_eos_ids(tokenizer, args->model);
       text = std::make_unique<TextOutput>(std::move(tokenizer), /*stream=*/!args->json);
     } else {
       prompt = parse_token_list(args->tokens);

@@ -93,6 +93,7 @@ void write_gguf(const SynthArgs& a, const synth::CheckpointPlan& target, const s
     synth::GgufExportOptions eo;
     eo.matrices = type;
     eo.name = "specula-synth-" + a.preset;
+    eo.tokenizer_dir = a.tokenizer_dir;
     synth::write_target_gguf(ck, a.out, eo);
   } catch (...) {
     fs::remove_all(scratch, ec);
@@ -105,10 +106,9 @@ void write_gguf(const SynthArgs& a, const synth::CheckpointPlan& target, const s
 }
 
 void run_synth(const SynthArgs& a, bool group_given) {
-  if (a.format == "gguf" && (a.bits != 0 || !a.tokenizer_dir.empty()))
+  if (a.format == "gguf" && a.bits != 0)
     throw CLI::ValidationError("--format",
-                               "gguf takes --quant for the tensor type; --bits and --tokenizer are for "
-                               "safetensors checkpoints");
+                               "gguf takes --quant for the tensor type; --bits is for safetensors checkpoints");
   if (a.format != "gguf" && !a.quant.empty())
     throw CLI::ValidationError("--quant", "needs --format gguf (safetensors checkpoints take --bits)");
   if (group_given && a.bits == 0) {
@@ -185,7 +185,8 @@ void add_synth_command(CLI::App& app) {
       ->check(in_range(limits::IntRange{1, kMaxSynthVocab}));
   cmd->add_option("--tokenizer", args->tokenizer_dir,
                   "copy tokenizer.json, tokenizer_config.json and chat_template.jinja from this directory "
-                  "(the vocab must cover the tokenizer: --vocab 262144 for Gemma 4's)");
+                  "(with --format gguf: write them as the file's tokenizer metadata); the vocab must cover the "
+                  "tokenizer: --vocab 262144 for Gemma 4's");
   cmd->add_flag("--with-towers", args->with_towers,
                 "also write the vision / audio tower tensors with their real names (multimodal checkpoints; text "
                 "generation never reads them)");

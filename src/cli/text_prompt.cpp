@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "specula/engine/eos_tokens.h"
-#include "specula/io/weight_files.h"
+#include "specula/model/checkpoint_text.h"
 #include "specula/text/chat_template.h"
 #include "specula/util/error.h"
 
@@ -16,7 +16,7 @@ namespace specula::cli {
 
 void add_text_prompt_options(CLI::App* cmd, TextPromptArgs& a) {
   a.prompt_option =
-      cmd->add_option("--prompt", a.prompt, "prompt text (encoded with the checkpoint's tokenizer.json, one <bos>)");
+      cmd->add_option("--prompt", a.prompt, "prompt text (encoded with the checkpoint's tokenizer, one <bos>)");
   cmd->add_flag("--chat", a.chat, "with --prompt: render the chat template around it as a user message");
   cmd->add_option("--system", a.system, "with --chat: a system message before the user message");
 }
@@ -25,14 +25,7 @@ bool text_prompt_requested(const TextPromptArgs& a) {
   return (a.prompt_option != nullptr && a.prompt_option->count() > 0) || a.chat || !a.system.empty();
 }
 
-text::Tokenizer load_model_tokenizer(const std::string& model_dir) {
-  const std::filesystem::path file = std::filesystem::path(model_files_dir(model_dir)) / "tokenizer.json";
-  if (!std::filesystem::is_regular_file(file)) {
-    fail("{} not found: text prompts need the checkpoint's tokenizer (give token ids with --tokens instead)",
-         file.string());
-  }
-  return text::Tokenizer::load(file.string());
-}
+text::Tokenizer load_model_tokenizer(const std::string& model_dir) { return load_checkpoint_tokenizer(model_dir); }
 
 std::vector<int32_t> encode_text_prompt(const text::Tokenizer& tokenizer, const std::string& model_dir,
                                         const TextPromptArgs& a) {
@@ -43,15 +36,15 @@ std::vector<int32_t> encode_text_prompt(const text::Tokenizer& tokenizer, const 
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
   messages.push_back({{"role", "user"}, {"content", a.prompt}});
-  const ChatTemplate chat_template = ChatTemplate::from_model_dir(model_files_dir(model_dir));
+  const ChatTemplate chat_template = load_checkpoint_chat_template(model_dir);
   const std::string rendered = chat_template.render(messages, nullptr, /*add_generation_prompt=*/true);
   return tokenizer.encode(rendered, /*add_special_tokens=*/false);
 }
 
 std::vector<int32_t> text_eos_ids(const text::Tokenizer& tokenizer, const std::string& model_dir) {
   std::optional<ChatTemplate> chat_template;
-  if (has_chat_template(model_dir)) chat_template.emplace(ChatTemplate::from_model_dir(model_dir));
-  return tokenizer_eos_ids(tokenizer, tokenizer_special_tokens(model_dir), chat_template ? &*chat_template : nullptr);
+  if (checkpoint_has_chat_template(model_dir)) chat_template.emplace(load_checkpoint_chat_template(model_dir));
+  return tokenizer_eos_ids(tokenizer, checkpoint_special_tokens(model_dir), chat_template ? &*chat_template : nullptr);
 }
 
 TextOutput::TextOutput(text::Tokenizer tokenizer, bool stream)

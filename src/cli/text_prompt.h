@@ -27,7 +27,8 @@ void add_text_prompt_options(CLI::App* cmd, TextPromptArgs& args);
 // True when the run takes text (--prompt) instead of token ids.
 bool text_prompt_requested(const TextPromptArgs& args);
 
-// Loads `model_dir`'s tokenizer.json; throws specula::Error naming the missing file.
+// Loads the checkpoint's tokenizer (tokenizer.json, else a GGUF's own; model/checkpoint_text.h);
+// throws specula::Error with the reason there is none.
 text::Tokenizer load_model_tokenizer(const std::string& model_dir);
 
 // The prompt ids: raw text encoded with the tokenizer's special tokens (one <bos>), or the chat

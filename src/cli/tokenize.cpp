@@ -1,8 +1,9 @@
-// `specula tokenize --model DIR [--text T | stdin] [--no-special] [--tokens]` prints the ids of a
+// `specula tokenize --model DIR|FILE.gguf [--text T | stdin] [--no-special] [--tokens]` prints the ids of a
 // text as a JSON array (with --tokens: {"ids": [...], "tokens": [...]}), and
 // `specula detokenize --model DIR [--ids JSON | stdin] [--skip-special] [--json]` turns a JSON array
 // of ids back into text. For scripts and for debugging prompts.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -14,6 +15,8 @@
 
 #include "cli/commands.h"
 #include "cli/model_path.h"
+#include "specula/model/checkpoint_text.h"
+#include "specula/model/gguf_target.h"
 #include "specula/text/tokenizer.h"
 #include "specula/util/error.h"
 
@@ -41,8 +44,15 @@ std::string read_stdin() {
 
 void print(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
 
+// --model: a tokenizer.json file, or a checkpoint (directory or .gguf file) whose tokenizer is used.
+text::Tokenizer load_tokenizer_of(const std::string& model) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(model, ec) && !gguf_file_of(model)) return text::Tokenizer::load(model);
+  return load_checkpoint_tokenizer(model);
+}
+
 void run_tokenize(const TokenizeArgs& a, bool text_given) {
-  const text::Tokenizer tok = text::Tokenizer::load(a.model);
+  const text::Tokenizer tok = load_tokenizer_of(a.model);
   const std::string input = text_given ? a.text : read_stdin();
   const std::vector<int32_t> ids = tok.encode(input, !a.no_special);
   nlohmann::json out = ids;
@@ -56,7 +66,7 @@ void run_tokenize(const TokenizeArgs& a, bool text_given) {
 }
 
 void run_detokenize(const DetokenizeArgs& a, bool ids_given) {
-  const text::Tokenizer tok = text::Tokenizer::load(a.model);
+  const text::Tokenizer tok = load_tokenizer_of(a.model);
   const std::string input = ids_given ? a.ids : read_stdin();
   const nlohmann::json parsed = nlohmann::json::parse(input, nullptr, /*allow_exceptions=*/false);
   if (!parsed.is_array()) fail("detokenize: expected a JSON array of token ids, got: {}", input.substr(0, 80));
@@ -81,7 +91,7 @@ void run_detokenize(const DetokenizeArgs& a, bool ids_given) {
 void add_tokenize_command(CLI::App& app) {
   auto args = std::make_shared<TokenizeArgs>();
   CLI::App* cmd = app.add_subcommand("tokenize", "print the token ids of a text as JSON");
-  cmd->add_option("--model", args->model, "checkpoint directory (or a tokenizer.json file)")
+  cmd->add_option("--model", args->model, "checkpoint directory, .gguf file, or a tokenizer.json file")
       ->required()
       ->transform(model_path());
   CLI::Option* text = cmd->add_option("--text", args->text, "text to encode (default: read stdin)");
@@ -93,7 +103,7 @@ void add_tokenize_command(CLI::App& app) {
 void add_detokenize_command(CLI::App& app) {
   auto args = std::make_shared<DetokenizeArgs>();
   CLI::App* cmd = app.add_subcommand("detokenize", "print the text of a JSON array of token ids");
-  cmd->add_option("--model", args->model, "checkpoint directory (or a tokenizer.json file)")
+  cmd->add_option("--model", args->model, "checkpoint directory, .gguf file, or a tokenizer.json file")
       ->required()
       ->transform(model_path());
   CLI::Option* ids = cmd->add_option("--ids", args->ids, "JSON array of ids (default: read stdin)");

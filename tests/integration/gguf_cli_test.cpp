@@ -1,9 +1,12 @@
 // GGUF files through the real binary: `synth --format gguf` writes one, `inspect` shows its ggml
 // types, `run` generates from it (also as an Ollama blob named `ollama:NAME:TAG`), and a missing
-// file is a runtime error (exit 1).
+// file is a runtime error (exit 1). With the Gemma 4 tokenizer written into the file, text mode
+// runs from the single .gguf (its tokenizer and chat template); without one, text is refused
+// naming the file and key.
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -71,6 +74,44 @@ TEST(GgufCli, SynthInspectAndRun) {
   EXPECT_NE(missing.out.find("gemma4:e4b is not installed in " + store.string() + " (installed: tiny:q4)"),
             std::string::npos)
       << missing.out;
+
+  const auto text = run_cli("run --model " + file + " --prompt hello --threads 1", /*merge_stderr=*/true);
+  EXPECT_EQ(text.code, 1);
+  EXPECT_NE(text.out.find(file + ": has no tokenizer (metadata key 'tokenizer.ggml.model' is missing)"),
+            std::string::npos)
+      << text.out;
+}
+
+TEST(GgufCli, TextModeFromTheFilesOwnTokenizerAndTemplate) {
+  const test::ScopedTempDir tmp("specula-gguf-text");
+  const std::string file = tmp.file("tiny.gguf");
+  const std::string tokenizer_dir = std::string(SPECULA_TEST_DATA) + "/tokenizer-gemma4";
+  const auto synth =
+      run_cli("synth --preset tiny-dense --vocab 262144 --format gguf --tokenizer " + tokenizer_dir + " --out " + file);
+  ASSERT_EQ(synth.code, 0) << synth.out;
+
+  const auto run =
+      run_cli("run --model " + file + " --chat --prompt 'Hi there' --max-tokens 5 --ignore-eos --json --threads 1");
+  ASSERT_EQ(run.code, 0) << run.out;
+  const nlohmann::json doc = nlohmann::json::parse(run.out);
+  EXPECT_EQ(doc.at("tokens").size(), 5u);
+  EXPECT_TRUE(doc.at("text").is_string());
+  // <bos><|turn>user\nHi there<turn|>\n<|turn>model\n<|channel>thought\n<channel|>: the ids
+  // tokenizer.json gives this rendered prompt (`tokenize --model tests/data/tokenizer-gemma4`).
+  const std::vector<int32_t> expected = {2, 105, 2364, 107, 10979, 993, 106, 107, 105, 4368, 107, 100, 45518, 107, 101};
+  EXPECT_EQ(doc.at("stats").at("prompt_tokens").get<size_t>(), expected.size()) << run.out;
+
+  const std::string messages = tmp.file("messages.json");
+  std::ofstream(messages) << R"([{"role": "user", "content": "Hi there"}])";
+  const auto from_gguf = run_cli("render --model " + file + " --messages " + messages);
+  const auto from_dir = run_cli("render --model " + tokenizer_dir + " --messages " + messages);
+  ASSERT_EQ(from_gguf.code, 0) << from_gguf.out;
+  const std::string prompt = tmp.file("prompt.txt");
+  std::ofstream(prompt, std::ios::binary) << from_gguf.out;
+  const auto ids = run_cli("tokenize --model " + file + " --no-special < " + prompt);
+  ASSERT_EQ(ids.code, 0) << ids.out;
+  EXPECT_EQ(nlohmann::json::parse(ids.out).get<std::vector<int32_t>>(), expected);
+  EXPECT_EQ(from_gguf.out, from_dir.out);
 }
 
 }  // namespace

@@ -695,6 +695,38 @@ TEST(GgufSeeds, DISABLED_Write) {
     GgufWriter w;
     save("valid_empty.gguf", w);
   }
+  // A small gemma4 tokenizer (text/gguf_tokenizer.h) and two faults the fuzzer starts from.
+  const auto tokenizer_writer = [] {
+    GgufWriter w;
+    w.set_string("general.architecture", "gemma4");
+    w.set_string("tokenizer.ggml.model", "gemma4");
+    w.set_string_array("tokenizer.ggml.tokens",
+                       {"<pad>", "<eos>", "<bos>", "<unk>", "\n", "\n\n", "a", "b", "ab", "\xE2\x96\x81",
+                        "\xE2\x96\x81ab", "<unused0>", "<|turn>", "<0x0A>", "<0xC3>", "<0xA9>"});
+    w.set_array<float>("tokenizer.ggml.scores", std::vector<float>(16, -1000.0f));
+    w.set_array<int32_t>("tokenizer.ggml.token_type",
+                         std::vector<int32_t>{3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 6, 6, 6});
+    w.set_string_array("tokenizer.ggml.merges", {"a b", "\xE2\x96\x81 ab", "\n \n"});
+    w.set_u32("tokenizer.ggml.bos_token_id", 2);
+    w.set_u32("tokenizer.ggml.eos_token_id", 1);
+    w.set_u32("tokenizer.ggml.unknown_token_id", 3);
+    w.set_bool("tokenizer.ggml.add_bos_token", true);
+    w.set_string(
+        "tokenizer.chat_template",
+        "{{ bos_token }}{% for m in messages %}<|turn>{{ m['role'] }}\n{{ m['content'] }}<turn|>\n{% endfor %}");
+    return w;
+  };
+  save("valid_gemma4_tokenizer.gguf", tokenizer_writer());
+  {
+    GgufWriter w = tokenizer_writer();
+    w.set_array<int32_t>("tokenizer.ggml.token_type", std::vector<int32_t>{3, 3, 3, 3, 1});
+    save("tokenizer_type_count.gguf", w);
+  }
+  {
+    GgufWriter w = tokenizer_writer();
+    w.set_string_array("tokenizer.ggml.merges", {"a b", "ab", "x y"});
+    save("tokenizer_bad_merges.gguf", w);
+  }
 }
 
 }  // namespace

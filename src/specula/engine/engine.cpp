@@ -14,7 +14,7 @@
 #include "specula/engine/scheduler.h"
 #include "specula/engine/text_stream.h"
 #include "specula/engine/token_vocabulary.h"
-#include "specula/io/weight_files.h"
+#include "specula/model/checkpoint_text.h"
 #include "specula/model/drafter.h"
 #include "specula/model/gguf_target.h"
 #include "specula/model/target_model.h"
@@ -84,22 +84,30 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
 
   // The tokenizer and chat template come first: their end-of-turn and eos tokens join the
   // target's EOS set as it loads (docs/gemma4.md §2.5).
-  const fs::path dir(model_files_dir(options.model_dir));
   auto t0 = Clock::now();
-  if (fs::is_regular_file(dir / "tokenizer.json")) {
-    e->tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::load((dir / "tokenizer.json").string()));
-    say(fmt::format("loaded tokenizer: {} tokens ({:.0f} ms)", e->tokenizer_->vocab_size(), ms_since(t0)));
+  CheckpointTokenizer found = find_checkpoint_tokenizer(options.model_dir);
+  if (found.tokenizer) {
+    e->tokenizer_ = std::move(found.tokenizer);
+    e->tokenizer_origin_ = found.origin;
+    say(fmt::format("loaded tokenizer: {} tokens from {} ({:.0f} ms)", e->tokenizer_->vocab_size(), found.origin,
+                    ms_since(t0)));
+  } else {
+    e->no_tokenizer_reason_ = found.missing;
+    if (!found.origin.empty()) say(fmt::format("no tokenizer: {}", found.missing));
   }
   if (!options.chat_template_file.empty()) {
-    e->template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_file(options.chat_template_file, dir));
+    const ChatTemplate given = ChatTemplate::from_file(options.chat_template_file);
+    e->template_ =
+        std::make_unique<ChatTemplate>(given.source(), given.origin(), checkpoint_special_tokens(options.model_dir));
     say(fmt::format("chat template: {}", options.chat_template_file));
-  } else if (has_chat_template(dir)) {
-    e->template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_model_dir(dir));
+  } else if (checkpoint_has_chat_template(options.model_dir)) {
+    e->template_ = std::make_unique<ChatTemplate>(load_checkpoint_chat_template(options.model_dir));
     say(fmt::format("chat template: {}", e->template_->origin()));
   }
   std::vector<int32_t> tokenizer_eos;
-  if (e->tokenizer_)
-    tokenizer_eos = tokenizer_eos_ids(*e->tokenizer_, tokenizer_special_tokens(dir), e->template_.get());
+  if (e->tokenizer_) {
+    tokenizer_eos = tokenizer_eos_ids(*e->tokenizer_, checkpoint_special_tokens(options.model_dir), e->template_.get());
+  }
 
   t0 = Clock::now();
   say(fmt::format("loading target {} ({} precision) ...", options.model_dir, precision_name(options.precision)));
@@ -113,8 +121,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
     int64_t used = static_cast<int64_t>(e->tokenizer_->vocab_size());
     while (used > 0 && e->tokenizer_->is_special(static_cast<int32_t>(used - 1))) --used;
     if (used > e->model_->vocab_size())
-      fail("{}: the tokenizer uses ids up to {} but the model's vocab_size is {}", (dir / "tokenizer.json").string(),
-           used - 1, e->model_->vocab_size());
+      fail("{}: the tokenizer uses ids up to {} but the model's vocab_size is {}", e->tokenizer_origin_, used - 1,
+           e->model_->vocab_size());
   }
 
   if (options.draft == "lookup") {
@@ -161,14 +169,18 @@ int Engine::threads() const { return pool_->size(); }
 
 // ---- text helpers ----
 
+void Engine::require_tokenizer(const char* what) const {
+  if (!tokenizer_) fail("{} needs the checkpoint's tokenizer, and there is none: {}", what, no_tokenizer_reason_);
+}
+
 std::vector<int32_t> Engine::encode(const std::string& text, bool add_special_tokens) const {
-  if (!tokenizer_) fail("{} has no tokenizer.json: text needs the checkpoint's tokenizer", options_.model_dir);
+  require_tokenizer("text");
   // Tokenizer::encode is safe to call concurrently (its word cache has its own mutex).
   return tokenizer_->encode(text, add_special_tokens);
 }
 
 std::string Engine::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
-  if (!tokenizer_) fail("{} has no tokenizer.json: text needs the checkpoint's tokenizer", options_.model_dir);
+  require_tokenizer("text");
   return tokenizer_->decode(ids, skip_special_tokens);
 }
 
@@ -225,10 +237,8 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
     fail("engine: top_logprobs {} must be in [0, {}] (or -1 for none)", request.top_logprobs, kMaxTopLogprobs);
   validate_for_vocab(request.sampling, vocab);
   const bool any_stop = std::any_of(request.stop.begin(), request.stop.end(), [](const auto& s) { return !s.empty(); });
-  if (any_stop && !tokenizer_)
-    fail("engine: stop strings need a tokenizer, and {} has no tokenizer.json", options_.model_dir);
-  if (request.grammar && !tokenizer_)
-    fail("engine: constrained output needs a tokenizer, and {} has no tokenizer.json", options_.model_dir);
+  if (any_stop) require_tokenizer("a stop string");
+  if (request.grammar) require_tokenizer("constrained output");
 
   const bool has_draft_source = drafter_ != nullptr || options_.draft == "lookup";
   const bool speculate = request.speculative && has_draft_source;

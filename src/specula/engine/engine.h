@@ -128,8 +128,9 @@ struct GenerationResult {
 
 class Engine {
  public:
-  // Loads everything; throws specula::Error naming the file/field. A checkpoint without
-  // tokenizer.json loads (token-id use only): tokenizer() is then null and the text helpers throw.
+  // Loads everything; throws specula::Error naming the file/field. A checkpoint without a usable
+  // tokenizer (no tokenizer.json, and no GGUF tokenizer specula reads) loads for token-id use:
+  // tokenizer() is then null and the text helpers throw with no_tokenizer_reason().
   static std::unique_ptr<Engine> load(const EngineOptions& options, const LoadProgress& progress = {});
   ~Engine();
 
@@ -138,6 +139,8 @@ class Engine {
   const Drafter* drafter() const { return drafter_.get(); }
   const text::Tokenizer* tokenizer() const { return tokenizer_.get(); }
   const ChatTemplate* chat_template() const { return template_.get(); }
+  // Why tokenizer() is null, naming the file (and the GGUF tokenizer model type or key).
+  const std::string& no_tokenizer_reason() const { return no_tokenizer_reason_; }
   std::string model_name() const;         // the model directory's last path component
   std::string draft_description() const;  // "none", "lookup" or the drafter's directory name
   int64_t max_context() const;
@@ -178,11 +181,15 @@ class Engine {
 
  private:
   Engine();
+  void require_tokenizer(const char* what) const;
+
   EngineOptions options_;
   std::unique_ptr<TargetModel> model_;
   std::unique_ptr<Drafter> drafter_;
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> template_;
+  std::string tokenizer_origin_;     // tokenizer.json or the .gguf file
+  std::string no_tokenizer_reason_;  // when tokenizer_ is null
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Scheduler> scheduler_;
   SamplingParams default_sampling_;

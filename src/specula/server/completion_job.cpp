@@ -23,7 +23,8 @@ using Clock = std::chrono::steady_clock;
 void require_tokenizer(const Engine& engine) {
   if (engine.tokenizer() == nullptr) {
     throw ApiError(400, "invalid_request_error",
-                   "the served checkpoint has no tokenizer.json: only token-id prompts work");
+                   "the served checkpoint has no usable tokenizer (" + engine.no_tokenizer_reason() +
+                       "): only token-id prompts work");
   }
 }
 

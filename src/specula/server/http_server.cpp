@@ -387,7 +387,8 @@ void HttpServer::handle_tokenize(const Request& req, Response& res) const {
   if (engine == nullptr) return;
   try {
     const TokenizeRequest t = parse_tokenize_request(req.body, limits_for(*engine));
-    if (engine->tokenizer() == nullptr) throw invalid_request("the served checkpoint has no tokenizer.json", "");
+    if (engine->tokenizer() == nullptr)
+      throw invalid_request("the served checkpoint has no usable tokenizer: " + engine->no_tokenizer_reason(), "");
     std::vector<int32_t> ids;
     if (t.chat) {
       ids = engine->encode_chat(t.chat->messages, t.chat->tools, t.chat->chat_template_kwargs);
@@ -407,7 +408,8 @@ void HttpServer::handle_detokenize(const Request& req, Response& res) const {
   if (engine == nullptr) return;
   try {
     const std::vector<int32_t> ids = parse_detokenize_request(req.body, limits_for(*engine));
-    if (engine->tokenizer() == nullptr) throw invalid_request("the served checkpoint has no tokenizer.json", "");
+    if (engine->tokenizer() == nullptr)
+      throw invalid_request("the served checkpoint has no usable tokenizer: " + engine->no_tokenizer_reason(), "");
     send_json(res, 200, {{"prompt", engine->decode(ids, /*skip_special_tokens=*/false)}});
   } catch (const ApiError& e) {
     send_error(res, e);

@@ -13,6 +13,7 @@
 #include "specula/kernels/quant.h"
 #include "specula/kernels/weight_matrix.h"
 #include "specula/synth/gguf_quant_mix.h"
+#include "specula/synth/gguf_tokenizer_export.h"
 #include "specula/util/error.h"
 #include "specula/util/half.h"
 
@@ -282,6 +283,7 @@ GgufWriter target_gguf_writer(const TargetCheckpoint& ck, const GgufExportOption
   const std::string name =
       options.name.empty() ? std::filesystem::path(ck.dir).lexically_normal().filename().string() : options.name;
   add_metadata(w, ck, name);
+  if (!options.tokenizer_dir.empty()) add_gguf_tokenizer(w, options.tokenizer_dir);
   add_rope_freqs(w, ck);
   struct Entry {
     std::string gguf;

@@ -26,6 +26,9 @@ struct GgufExportOptions {
   // and bias). Other quantized modules are dequantized and stored as `matrices`.
   bool affine4_as_q4_1 = false;
   std::string name;  // general.name (default: the checkpoint directory's name)
+  // A directory with tokenizer.json (and tokenizer_config.json, the chat template) to write as
+  // the file's tokenizer metadata (synth/gguf_tokenizer_export.h); empty: none.
+  std::string tokenizer_dir;
 };
 
 // The file's metadata and tensors (data produced while writing). Throws for configs the GGUF
