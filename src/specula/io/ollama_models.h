@@ -1,6 +1,6 @@
 #pragma once
-// Models installed by Ollama, used in place: `--model ollama:NAME[:TAG]` names a model the way
-// `ollama run` does and resolves to the GGUF file Ollama downloaded.
+// Models installed by Ollama, used in place (docs/gguf.md §7): `--model ollama:NAME[:TAG]` names a
+// model the way `ollama run` does and resolves to the GGUF file Ollama downloaded.
 //
 // Ollama's store (`$OLLAMA_MODELS`, else `~/.ollama/models`, else the Linux service's
 // `/usr/share/ollama/.ollama/models`) holds one JSON manifest per model and tag,

@@ -1,6 +1,6 @@
 #pragma once
 // The tokenizer and chat template a GGUF file carries, read back as the tokenizer.json they were
-// converted from (docs/gguf.md §4).
+// converted from (docs/gguf.md §6).
 //
 // llama.cpp's converter writes a Gemma 4 tokenizer as `tokenizer.ggml.model` = "gemma4": every
 // token string by id (`tokens`), ggml token types (`token_type`), the ranked merges as "left
