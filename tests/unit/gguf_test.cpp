@@ -701,8 +701,8 @@ TEST(GgufSeeds, DISABLED_Write) {
     w.set_string("general.architecture", "gemma4");
     w.set_string("tokenizer.ggml.model", "gemma4");
     w.set_string_array("tokenizer.ggml.tokens",
-                       {"<pad>", "<eos>", "<bos>", "<unk>", "\n", "\n\n", "a", "b", "ab", "\xE2\x96\x81",
-                        "\xE2\x96\x81ab", "<unused0>", "<|turn>", "<0x0A>", "<0xC3>", "<0xA9>"});
+                       {"<pad>", "<eos>", "<bos>", "<unk>", "\n", "\n\n", "a", "b", "ab", "\u2581", "\u2581ab",
+                        "<unused0>", "<|turn>", "<0x0A>", "<0xC3>", "<0xA9>"});
     w.set_array<float>("tokenizer.ggml.scores", std::vector<float>(16, -1000.0f));
     w.set_array<int32_t>("tokenizer.ggml.token_type",
                          std::vector<int32_t>{3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 6, 6, 6});
