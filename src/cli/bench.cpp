@@ -204,8 +204,7 @@ void add_bench_command(CLI::App& app) {
       ->check(gamma_value())
       ->capture_default_str();
   cmd->add_option("--step-rows", args->step_rows,
-                  "with --concurrency: the scheduler's row budget per step (0 = the "
-                  "prefill chunk)")
+                  "with --concurrency: the scheduler's row budget of a step while streams decode (0 = 32)")
       ->check(in_range(limits::kStepRows));
   cmd->callback([args] {
     if (!args->concurrency.empty()) return run_concurrency_bench(*args);

@@ -143,8 +143,8 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->check(in_range(limits::kParallel));
   cmd->add_option("--step-rows", args->engine.step_rows,
-                  "rows of one batched step: decode rows first, prompt chunks of new requests in the rest "
-                  "(0 = --prefill-chunk)")
+                  "rows of a batched step while streams decode: their rows first, a prompt chunk of the "
+                  "earliest new request in the rest (0 = 32; with nothing decoding, up to --prefill-chunk)")
       ->capture_default_str()
       ->check(in_range(limits::kStepRows));
   cmd->add_option("--kv-budget-mb", args->engine.kv_budget_mb,

@@ -1,13 +1,14 @@
 // Continuous batching (engine/scheduler.h): generations running together — different prompt
 // lengths, plain and speculative (drafter, prompt lookup, fixed and auto gamma), greedy and seeded
 // sampling, some joining while others are mid-stream, one cancelled — each give exactly the
-// tokens they give alone. Prefill chunks share steps with decode rows (a small row budget), and
-// the slots' prompt caches are reused across generations.
+// tokens they give alone. Prefill chunks share steps with decode rows (a small row budget), one
+// prompt at a time, and the slots' prompt caches are reused across generations.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -304,6 +305,83 @@ TEST(SchedulerKvBudget, AGenerationWaitsForMemoryAndOneThatCanNeverFitFails) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("more than the KV budget"), std::string::npos) << e.what();
   }
+}
+
+// Two prompts admitted together while another generation decodes: the earlier one is prefilled
+// alone, in chunks of the default step budget less the decode row, and the later one only after
+// it (prefill rows are bound by the multiply rate, so sharing steps would delay both).
+TEST(SchedulerSteps, PromptsArePrefilledOneAfterAnotherInSmallChunksWhileOthersDecode) {
+  const auto dir = golden_root() / "dense-bf16-hf";
+  auto model = TargetModel::load((dir / "model").string());
+  ThreadPool pool(1);
+  Scheduler scheduler(*model, pool, SchedulerOptions{3, 0, false});
+  auto plain = [](std::vector<int32_t> prompt, int64_t max_tokens) {
+    ScheduledGeneration g;
+    g.prompt = std::move(prompt);
+    g.options.max_tokens = max_tokens;
+    g.options.ignore_eos = true;
+    g.options.method = DraftMethod::Lookup;
+    g.options.gamma.fixed = 0;
+    return g;
+  };
+  constexpr int64_t kPrompt = 100;
+  std::vector<int32_t> long_prompt{2};
+  for (int64_t i = 1; i < kPrompt; ++i) long_prompt.push_back(static_cast<int32_t>(3 + i % 50));
+
+  std::mutex m;
+  std::vector<char> emits;  // who emitted, in order, once both long prompts were waiting
+  bool gate_passed = false;
+  auto record = [&](char who) {
+    std::lock_guard lock(m);
+    if (gate_passed) emits.push_back(who);
+  };
+  ScheduledGeneration decoding = plain({2, 5, 7}, 40);
+  decoding.options.on_emit = [&](int32_t, std::span<const float>) {
+    if (!gate_passed) {  // hold the loop until both long prompts wait, so one admission takes both
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (scheduler.waiting() < 2 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::lock_guard lock(m);
+      gate_passed = true;
+      return true;
+    }
+    record('d');
+    return true;
+  };
+  std::thread td([&] { scheduler.run(decoding); });
+  while (scheduler.running() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto long_one = [&](char who) {
+    ScheduledGeneration g = plain(long_prompt, 8);
+    g.options.on_emit = [&, who](int32_t, std::span<const float>) {
+      record(who);
+      return true;
+    };
+    return scheduler.run(std::move(g)).tokens.size();
+  };
+  size_t na = 0, nb = 0;
+  std::thread ta([&] { na = long_one('a'); });
+  std::thread tb([&] { nb = long_one('b'); });
+  ta.join();
+  tb.join();
+  td.join();
+  EXPECT_EQ(na, 8u);
+  EXPECT_EQ(nb, 8u);
+  ASSERT_TRUE(gate_passed);
+
+  const std::string order(emits.begin(), emits.end());
+  const size_t first_long = order.find_first_of("ab");
+  ASSERT_NE(first_long, std::string::npos) << order;
+  const char earlier = order[first_long], later = earlier == 'a' ? 'b' : 'a';
+  const int64_t budget = kDefaultStepRows - 1;  // beside one decode row
+  const auto count = [&](char who, size_t end) {
+    return std::count(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(end), who);
+  };
+  EXPECT_EQ(count('d', first_long), (kPrompt + budget - 1) / budget) << order;
+  const size_t first_later = order.find(later);
+  ASSERT_NE(first_later, std::string::npos) << order;
+  // The later prompt starts after the earlier one's first token, in chunks beside two decode rows.
+  const int64_t later_budget = kDefaultStepRows - 2;
+  EXPECT_EQ(count(earlier, first_later), 1 + (kPrompt + later_budget - 1) / later_budget) << order;
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, SchedulerConcurrency,

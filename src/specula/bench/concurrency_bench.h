@@ -29,7 +29,7 @@ struct ConcurrencyOptions {
   int64_t tokens = 32;         // generated per stream
   double acceptance = 0.7;     // the speculative runs' per-draft acceptance
   std::string gamma = "auto";
-  int64_t step_rows = 0;  // the scheduler's row budget (0 = the prefill chunk)
+  int64_t step_rows = 0;  // the scheduler's row budget while streams decode (0 = its default)
   uint32_t seed = 1;
   std::string packed_cache_dir;
 

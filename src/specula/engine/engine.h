@@ -53,7 +53,7 @@ struct EngineOptions {
   Precision precision = Precision::Fast;
   bool prompt_cache = true;
   int parallel = 1;              // generations decoding at once (KV slots)
-  int64_t step_rows = 0;         // row budget of one batched step; 0 = prefill_chunk
+  int64_t step_rows = 0;         // row budget of a batched step while sequences decode; 0 = 32
   int64_t kv_budget_mb = 0;      // KV memory of all slots (engine/scheduler.h); 0 = no limit
   std::string packed_cache_dir;  // TargetOptions::packed_cache_dir ("" = no cache file)
 };

@@ -31,7 +31,7 @@ inline constexpr IntRange kContext{0, int64_t{1} << 24};
 inline constexpr IntRange kThreads{0, 1024};  // 0 = one per hardware thread
 // Rows of one prefill forward. Scratch buffers and the sliding-window rings grow with it.
 inline constexpr IntRange kPrefillChunk{1, 4096};
-// Rows of one batched scheduler step (0 = the prefill chunk).
+// Rows of a batched scheduler step while sequences decode (0 = the scheduler's default).
 inline constexpr IntRange kStepRows{0, 16384};
 
 inline constexpr RealRange kTemperature{0.0, 100.0};

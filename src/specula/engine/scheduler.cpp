@@ -77,7 +77,7 @@ Scheduler::Scheduler(const TargetModel& model, ThreadPool& pool, const Scheduler
     : model_(model), pool_(pool), options_(options) {
   if (options.slots < 1) specula::fail("scheduler: {} slots; at least 1 is needed", options.slots);
   if (options.step_rows < 0) specula::fail("scheduler: step row budget {} must be >= 0", options.step_rows);
-  step_rows_ = options.step_rows > 0 ? options.step_rows : model.options().prefill_chunk;
+  step_rows_ = options.step_rows > 0 ? options.step_rows : kDefaultStepRows;
   // A verify step of the largest gamma must fit one forward of a cache.
   CacheOptions co;
   co.rollback_reserve = model.options().rollback_reserve;
@@ -292,8 +292,8 @@ void Scheduler::start(Job& job, Slot& slot) {
   }
 }
 
-// One batched forward: the verify rows of every decoding sequence, then prefill chunks of the
-// prefilling ones under the row budget. A sequence whose own work throws ends alone; a forward
+// One batched forward: the verify rows of every decoding sequence, then a prefill chunk of one
+// prefilling sequence under the row budget. A sequence whose own work throws ends alone; a forward
 // that throws ends every sequence in it.
 void Scheduler::step(std::vector<Job*>& active) {
   StepPlan plan = plan_step(active);
@@ -364,11 +364,14 @@ Scheduler::StepPlan Scheduler::plan_step(std::vector<Job*>& active) {
   int64_t decode_rows = 0;
   for (Job* j : decoding)
     if (!j->error) decode_rows += add(j, false, [&] { return j->session->verify_rows(); });
-  int64_t budget = std::max(step_rows_ - decode_rows, kMinPrefillRows);
+  // Prefill rows are bound by the multiply rate: two prompts sharing a step would both wait for
+  // both, while one after the other the first gets its first token in half the time and the
+  // second no later. So one sequence prefills per step, the earliest admitted first.
+  const int64_t step_rows = decode_rows > 0 ? step_rows_ : std::max(step_rows_, model_.options().prefill_chunk);
+  const int64_t budget = std::max(step_rows - decode_rows, kMinPrefillRows);
   for (Job* j : active) {
-    if (budget <= 0) break;
-    if (!j->session->finished() && j->session->prefilling())
-      budget -= add(j, true, [&] { return j->session->next_step(budget, pool_); });
+    if (j->session->finished() || !j->session->prefilling()) continue;
+    if (add(j, true, [&] { return j->session->next_step(budget, pool_); }) > 0) break;
   }
   return plan;
 }

@@ -3,9 +3,9 @@
 //
 // The scheduler owns `slots` KV caches and one thread. A generation waits until a slot is free,
 // then joins at the next step boundary; each step packs the verify rows of every decoding
-// sequence (gamma + 1 each, gamma 0 for plain decoding) and then prefill chunks of newly
-// admitted ones under a per-step row budget, so a long prompt never stalls the streams already
-// decoding; one batched forward runs them all (model/target_model.h forward_batch), and each
+// sequence (gamma + 1 each, gamma 0 for plain decoding) and then a prefill chunk of one newly
+// admitted sequence (the earliest) under a per-step row budget, so a long prompt never stalls the
+// streams already decoding; one batched forward runs them all (model/target_model.h forward_batch), and each
 // sequence accepts, rolls back and emits on its own (speculative/speculative_session.h). Rows are batch
 // invariant, so every generation's tokens are the bytes it would get alone.
 //
@@ -48,9 +48,15 @@ namespace specula {
 
 class SpeculativeSession;
 
+// The row budget of a step in which sequences decode, by default. Prefill rows are bound by the
+// multiply rate, so a big prompt chunk would hold every decoding stream for its whole duration,
+// and a request arriving meanwhile would wait for it as well; chunks this small keep both waits
+// short for a few percent of prefill speed. A step in which nothing decodes prefills a whole chunk.
+inline constexpr int64_t kDefaultStepRows = 32;
+
 struct SchedulerOptions {
   int slots = 1;          // sequences decoding at once (--parallel)
-  int64_t step_rows = 0;  // row budget of one step; 0 = the model's prefill chunk
+  int64_t step_rows = 0;  // row budget of a step in which sequences decode; 0 = kDefaultStepRows
   bool prompt_cache = true;
   // KV memory the slots may hold (0 = no limit): a running generation counts what its cache can
   // grow to (prompt + max_tokens + the rollback reserve, within the context), an idle slot what it
