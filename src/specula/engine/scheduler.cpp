@@ -311,9 +311,11 @@ void Scheduler::step(std::vector<Job*>& active) {
   set_load_caps(plan);
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     Job* j = plan.jobs[i];
-    // A decoding sequence's share of the step is what `--gamma auto` weighs its widths by.
+    // A decoding sequence's share of the step is what `--gamma auto` weighs its widths by; a
+    // prompt chunk beside it is another sequence's work, not a cost of its round.
     const auto own_rows = static_cast<int64_t>(plan.batch[i].tokens.size());
-    const double cost = j->session->prefilling() ? ms : step_cost_.share(ms, plan.rows(), plan.decoding(), own_rows);
+    const auto sequences = static_cast<int64_t>(plan.jobs.size());
+    const double cost = j->session->prefilling() ? ms : step_cost_.share(ms, plan.rows(), sequences, own_rows);
     try {
       j->session->complete_step(outs[i], cost);
       const TargetCache& cache = j->slot->cache;
@@ -415,12 +417,13 @@ void Scheduler::draft_together(std::vector<Job*>& decoding) {
   }
 }
 
-// Several sequences in compute-bound steps: a draft row costs what a decoded row costs, so greedy
-// `auto` sequences stop drafting — all but one, in turn, every kProbeEvery steps, whose extra rows
-// show the cost model whether rows have become cheap again (steps of one size show no slope).
+// Several sequences (decoding or prefilling) in compute-bound steps: a draft row costs what a
+// decoded or prompt row costs, so greedy `auto` sequences stop drafting — all but one, in turn,
+// every kProbeEvery steps, whose extra rows show the cost model whether rows have become cheap
+// again (steps of one size show no slope).
 void Scheduler::set_load_caps(const StepPlan& plan) {
   const int64_t decoding = plan.decoding();
-  const bool capped = decoding > 1 && step_cost_.compute_bound();
+  const bool capped = plan.jobs.size() > 1 && decoding > 0 && step_cost_.compute_bound();
   int64_t prober = -1;  // the decoding sequence (in step order) that may draft next round
   if (capped && ++capped_steps_ % kProbeEvery == 0) prober = (capped_steps_ / kProbeEvery) % decoding;
   int64_t index = 0;
