@@ -1,7 +1,7 @@
 // Fuzz entry: GgufFile::from_bytes on an arbitrary file (the same parser GgufFile::open runs over
 // the mapping), then every metadata getter, the first row of each tensor through the dequantizer
-// and the gemma4 config mapping. The input is copied to its own buffer, so ASan catches any read
-// past its end. The tokenizer metadata (text/gguf_tokenizer.h) is read too, and a tokenizer built
+// and the gemma4 and gemma4-assistant config mappings. The input is copied to its own buffer, so
+// ASan catches any read past its end. The tokenizer metadata (text/gguf_tokenizer.h) is read too, and a tokenizer built
 // from it encodes and decodes a short text.
 #include <cmath>
 #include <cstdio>
@@ -93,8 +93,13 @@ int fuzz_gguf(const uint8_t* data, size_t size) {
     }
     if (sum == 0xdeadbeef) std::puts("");  // keeps the reads
     exercise_tokenizer(file);
-    // The gemma4 metadata mapping (io/gguf_config.h) reads keys and the rope_freqs tensor.
-    (void)gguf_target_config(file);
+    // The metadata mappings (io/gguf_config.h) read keys and the rope_freqs tensor: the gemma4
+    // target's, then the gemma4-assistant drafter's (each refuses the other's architecture).
+    try {
+      (void)gguf_target_config(file);
+    } catch (const specula::Error&) {
+    }
+    (void)gguf_drafter_config(file);
   } catch (const specula::Error&) {
   }
   return 0;

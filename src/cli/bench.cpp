@@ -165,7 +165,9 @@ void add_bench_command(CLI::App& app) {
       "E4B-assistant, written once into the cache directory)");
   cmd->add_option("--model", args->model, "target checkpoint directory (default: synthetic checkpoints)")
       ->transform(model_path());
-  cmd->add_option("--draft", args->draft, "assistant drafter directory: adds drafter costs and speculative runs");
+  cmd->add_option("--draft", args->draft,
+                  "assistant drafter directory or .gguf file: adds drafter costs and speculative runs")
+      ->transform(model_path());
   cmd->add_option("--preset", args->presets, "without --model: synthetic models to measure (default e2b and e4b)")
       ->check(CLI::IsMember({"e2b", "e4b"}));
   cmd->add_option("--cache-dir", args->cache_dir,

@@ -200,7 +200,9 @@ void add_chat_command(CLI::App& app) {
   cmd->add_option("--model", args->model, "target checkpoint directory (with tokenizer.json and a chat template)")
       ->required()
       ->transform(model_path());
-  cmd->add_option("--draft", args->draft, "speculative decoding: a drafter checkpoint directory, or 'lookup'");
+  cmd->add_option("--draft", args->draft,
+                  "speculative decoding: a drafter checkpoint directory or .gguf file, or 'lookup'")
+      ->transform(model_path());
   cmd->add_option("--gamma", args->gamma, "drafts per round: N, or 'auto' (default)")->check(gamma_value());
   cmd->add_option("--drafter-compat", args->drafter_compat, "drafter semantics: 'ollama' (default) or 'mlx-bun'")
       ->check(CLI::IsMember({"ollama", "mlx-bun"}));

@@ -248,7 +248,8 @@ void add_demo_command(CLI::App& app) {
       "demo", "plain vs speculative decoding side by side (creates a small synthetic pair on first use)");
   cmd->add_option("--model", args->model, "a real target checkpoint (default: the cached synthetic demo model)")
       ->transform(model_path());
-  cmd->add_option("--draft", args->draft, "with --model: its drafter checkpoint directory, or 'lookup'");
+  cmd->add_option("--draft", args->draft, "with --model: its drafter checkpoint directory or .gguf file, or 'lookup'")
+      ->transform(model_path());
   cmd->add_option("--prompt", args->prompt, "the user message")->capture_default_str();
   cmd->add_option("--max-tokens", args->max_tokens, "tokens to generate")
       ->check(in_range(limits::kMaxTokens))

@@ -89,7 +89,7 @@ std::string gguf_types_text(const std::map<std::string, std::map<std::string, in
 void run_inspect(const InspectArgs& a) {
   const TargetCheckpoint target = load_any_target(a.dir);
   std::optional<DrafterCheckpoint> drafter;
-  if (!a.draft_dir.empty()) drafter = load_drafter(a.draft_dir);
+  if (!a.draft_dir.empty()) drafter = load_any_drafter(a.draft_dir);
   const CheckpointSummary s = summarize_checkpoint(target, drafter ? &*drafter : nullptr);
   std::vector<ValueCheck> checks;
   if (a.check) {
@@ -97,17 +97,21 @@ void run_inspect(const InspectArgs& a) {
     if (drafter) checks.push_back({check_tensor_values(drafter->store), "drafter"});
   }
   const std::optional<std::string> gguf = gguf_file_of(a.dir);
-  std::map<std::string, std::map<std::string, int>> types;
+  const std::optional<std::string> draft_gguf = a.draft_dir.empty() ? std::nullopt : gguf_file_of(a.draft_dir);
+  std::map<std::string, std::map<std::string, int>> types, draft_types;
   if (gguf) types = gguf_types_by_tensor(*gguf);
+  if (draft_gguf) draft_types = gguf_types_by_tensor(*draft_gguf);
   std::string text;
   if (a.json) {
     nlohmann::json doc = summary_json(s);
     if (gguf) doc["gguf"] = {{"file", *gguf}, {"ggml_types", types}};
+    if (draft_gguf) doc["drafter_gguf"] = {{"file", *draft_gguf}, {"ggml_types", draft_types}};
     for (const ValueCheck& v : checks) doc["value_check"][v.label] = check_json(v.result);
     text = doc.dump(2) + "\n";
   } else {
     text = format_summary(s);
     if (gguf) text += gguf_types_text(types);
+    if (draft_gguf) text += "drafter " + gguf_types_text(draft_types);
     for (const ValueCheck& v : checks) text += check_text(v);
   }
   std::fputs(text.c_str(), stdout);
@@ -130,7 +134,9 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("dir", args->dir, "target checkpoint directory, .gguf file or directory holding one")
       ->required()
       ->transform(model_path());
-  cmd->add_option("--draft", args->draft_dir, "drafter checkpoint directory (also checks compatibility)");
+  cmd->add_option("--draft", args->draft_dir,
+                  "drafter checkpoint directory, .gguf file or directory holding one (also checks compatibility)")
+      ->transform(model_path());
   cmd->add_flag("--json", args->json, "print JSON instead of text");
   cmd->add_flag("--check", args->check,
                 "also read every float tensor and fail if any holds NaN or infinity (reads the whole checkpoint)");

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/flag_checks.h"
+#include "cli/model_path.h"
 #include "cli/token_list.h"
 #include "specula/engine/eos_tokens.h"
 #include "specula/model/drafter.h"
@@ -24,7 +25,8 @@
 namespace specula::cli {
 
 void add_speculative_options(CLI::App* cmd, SpeculativeRunArgs& a) {
-  cmd->add_option("--draft", a.draft, "speculative decoding: a drafter checkpoint directory, or 'lookup'");
+  cmd->add_option("--draft", a.draft, "speculative decoding: a drafter checkpoint directory or .gguf file, or 'lookup'")
+      ->transform(model_path());
   cmd->add_option("--gamma", a.gamma, "drafts per round: N, or 'auto' (default) to choose each round")
       ->check(gamma_value());
   cmd->add_option("--drafter-compat", a.drafter_compat,

@@ -109,7 +109,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--model", args->engine.model_dir, "target checkpoint directory")
       ->required()
       ->transform(model_path());
-  cmd->add_option("--draft", args->engine.draft, "drafter checkpoint directory, or 'lookup' (prompt lookup)");
+  cmd->add_option("--draft", args->engine.draft,
+                  "drafter checkpoint directory or .gguf file, or 'lookup' (prompt lookup)")
+      ->transform(model_path());
   cmd->add_option("--gamma", args->engine.gamma,
                   "default draft length: N or 'auto' (a request may ask for up to the larger of 16 and N)")
       ->check(gamma_value())

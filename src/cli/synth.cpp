@@ -80,29 +80,50 @@ void copy_tokenizer_files(const std::string& from, const std::string& to) {
 }
 
 // --format gguf: the safetensors checkpoint is written to a scratch directory beside the output,
-// loaded (so validated) and converted; the GGUF file is the only thing left.
-void write_gguf(const SynthArgs& a, const synth::CheckpointPlan& target, const synth::WriteCheckpointOptions& wo) {
-  const synth::GgufMatrixType type = synth::parse_gguf_matrix_type(a.quant.empty() ? "f32" : a.quant);
+// loaded (so validated) and converted by `convert`; the GGUF file is the only thing left.
+template <typename Convert>
+void write_gguf(const synth::CheckpointPlan& plan, const std::string& out, const synth::WriteCheckpointOptions& wo,
+                Convert convert) {
   namespace fs = std::filesystem;
-  const fs::path scratch = fs::path(a.out).concat(".safetensors-tmp");
+  const fs::path scratch = fs::path(out).concat(".safetensors-tmp");
   std::error_code ec;
   fs::remove_all(scratch, ec);
   try {
-    synth::write_checkpoint(target, scratch.string(), wo);
-    const TargetCheckpoint ck = load_target(scratch.string());
-    synth::GgufExportOptions eo;
-    eo.matrices = type;
-    eo.name = "specula-synth-" + a.preset;
-    eo.tokenizer_dir = a.tokenizer_dir;
-    synth::write_target_gguf(ck, a.out, eo);
+    synth::write_checkpoint(plan, scratch.string(), wo);
+    convert(scratch.string());
   } catch (...) {
     fs::remove_all(scratch, ec);
     throw;
   }
   fs::remove_all(scratch, ec);
+}
+
+synth::GgufExportOptions gguf_options(const SynthArgs& a, const std::string& name) {
+  synth::GgufExportOptions eo;
+  eo.matrices = synth::parse_gguf_matrix_type(a.quant.empty() ? "f32" : a.quant);
+  eo.name = name;
+  eo.tokenizer_dir = a.tokenizer_dir;
+  return eo;
+}
+
+void synth_target_gguf(const SynthArgs& a, const synth::CheckpointPlan& target,
+                       const synth::WriteCheckpointOptions& wo) {
+  const synth::GgufExportOptions eo = gguf_options(a, "specula-synth-" + a.preset);
+  write_gguf(target, a.out, wo, [&](const std::string& dir) { synth::write_target_gguf(load_target(dir), a.out, eo); });
   std::printf("wrote %s: preset %s (GGUF, %s matrices, f32 vectors), seed %llu, %s\n", a.out.c_str(), a.preset.c_str(),
-              synth::gguf_matrix_type_name(type), static_cast<unsigned long long>(a.seed),
-              format_bytes(fs::file_size(a.out)).c_str());
+              synth::gguf_matrix_type_name(eo.matrices), static_cast<unsigned long long>(a.seed),
+              format_bytes(std::filesystem::file_size(a.out)).c_str());
+}
+
+// The drafter as llama.cpp's converter writes it: `gemma4-assistant`, without the centroid head.
+void synth_drafter_gguf(const SynthArgs& a, const synth::CheckpointPlan& drafter,
+                        const synth::WriteCheckpointOptions& wo) {
+  const synth::GgufExportOptions eo = gguf_options(a, "specula-synth-" + a.preset + "-assistant");
+  write_gguf(drafter, a.drafter_dir, wo,
+             [&](const std::string& dir) { synth::write_drafter_gguf(load_drafter(dir), a.drafter_dir, eo); });
+  std::printf("wrote %s: gemma4-assistant drafter for %s (GGUF, %s matrices, dense head), %s\n", a.drafter_dir.c_str(),
+              a.preset.c_str(), synth::gguf_matrix_type_name(eo.matrices),
+              format_bytes(std::filesystem::file_size(a.drafter_dir)).c_str());
 }
 
 void run_synth(const SynthArgs& a, bool group_given) {
@@ -138,7 +159,7 @@ void run_synth(const SynthArgs& a, bool group_given) {
   // Checked before writing: every id the tokenizer can produce must have an embedding row.
   if (!a.tokenizer_dir.empty()) check_tokenizer_fits(a.tokenizer_dir, target.config.value("vocab_size", int64_t{0}));
   if (a.format == "gguf") {
-    write_gguf(a, target, wo);
+    synth_target_gguf(a, target, wo);
   } else {
     const synth::WrittenCheckpoint t = synth::write_checkpoint(target, a.out, wo);
     if (!a.tokenizer_dir.empty()) copy_tokenizer_files(a.tokenizer_dir, a.out);
@@ -146,7 +167,10 @@ void run_synth(const SynthArgs& a, bool group_given) {
                 a.preset.c_str(), quant_text(o).c_str(), static_cast<unsigned long long>(a.seed), t.tensor_count,
                 format_bytes(t.tensor_bytes).c_str(), t.weight_files.size());
   }
-  if (drafter) {
+  if (drafter && a.format == "gguf") {
+    wo.progress_label = "drafter";
+    synth_drafter_gguf(a, *drafter, wo);
+  } else if (drafter) {
     wo.progress_label = "drafter";
     const synth::WrittenCheckpoint d = synth::write_checkpoint(*drafter, a.drafter_dir, wo);
     std::printf("wrote %s: %s drafter for %s (bf16, %s head), %zu tensors, %s in %zu file(s)\n", a.drafter_dir.c_str(),
@@ -190,7 +214,9 @@ void add_synth_command(CLI::App& app) {
   cmd->add_flag("--with-towers", args->with_towers,
                 "also write the vision / audio tower tensors with their real names (multimodal checkpoints; text "
                 "generation never reads them)");
-  cmd->add_option("--drafter", args->drafter_dir, "also write the matching -assistant drafter (bf16) here");
+  cmd->add_option("--drafter", args->drafter_dir,
+                  "also write the matching -assistant drafter (bf16) here; with --format gguf: as a "
+                  "gemma4-assistant .gguf file (dense head, matrices in --quant)");
   cmd->add_option("--max-shard-bytes", args->max_shard_bytes,
                   "split the weights into model-0000N-of-0000M.safetensors shards above this size")
       ->check(CLI::PositiveNumber)

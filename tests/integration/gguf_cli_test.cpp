@@ -2,7 +2,7 @@
 // types, `run` generates from it (also as an Ollama blob named `ollama:NAME:TAG`), and a missing
 // file is a runtime error (exit 1). With the Gemma 4 tokenizer written into the file, text mode
 // runs from the single .gguf (its tokenizer and chat template); without one, text is refused
-// naming the file and key.
+// naming the file and key. A drafter file runs beside the target.
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -80,6 +80,44 @@ TEST(GgufCli, SynthInspectAndRun) {
   EXPECT_NE(text.out.find(file + ": has no tokenizer (metadata key 'tokenizer.ggml.model' is missing)"),
             std::string::npos)
       << text.out;
+}
+
+// `synth --format gguf --drafter FILE` writes the drafter as a gemma4-assistant file; `inspect`
+// lists its types beside the target's, `run --draft FILE` speculates with it (the tokens of plain
+// decoding), and the drafter given as --model is refused by name.
+TEST(GgufCli, DrafterFile) {
+  const test::ScopedTempDir tmp("specula-gguf-cli");
+  const std::string target = tmp.file("tiny.gguf"), drafter = tmp.file("tiny-assistant.gguf");
+  const auto synth =
+      run_cli("synth --preset tiny-dense --format gguf --quant q8_0 --out " + target + " --drafter " + drafter);
+  ASSERT_EQ(synth.code, 0) << synth.out;
+  EXPECT_NE(synth.out.find("gemma4-assistant drafter for tiny-dense (GGUF, q8_0 matrices, dense head)"),
+            std::string::npos)
+      << synth.out;
+
+  const auto inspect = run_cli("inspect " + target + " --draft " + drafter + " --json");
+  ASSERT_EQ(inspect.code, 0) << inspect.out;
+  const nlohmann::json doc = nlohmann::json::parse(inspect.out);
+  const nlohmann::json& types = doc.at("drafter_gguf").at("ggml_types");
+  EXPECT_EQ(types.at("nextn.pre_projection.weight"), (nlohmann::json{{"q8_0", 1}}));
+  EXPECT_EQ(types.at("attn_q.weight").at("q8_0"), 4);  // every drafter layer
+  EXPECT_FALSE(types.contains("masked_embd_centroids.weight"));
+
+  const std::string flags = " --tokens 2,17,99,5 --max-tokens 12 --ignore-eos --json --threads 1 --precision exact";
+  const auto plain = run_cli("run --model " + target + flags);
+  const auto spec = run_cli("run --model " + target + " --draft " + drafter + " --gamma 3" + flags);
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  ASSERT_EQ(spec.code, 0) << spec.out;
+  const nlohmann::json s = nlohmann::json::parse(spec.out);
+  EXPECT_EQ(s.at("tokens"), nlohmann::json::parse(plain.out).at("tokens"));
+  EXPECT_GT(s.at("stats").at("drafted").get<int64_t>(), 0);
+
+  const auto misplaced = run_cli("run --model " + drafter + " --tokens 2 --max-tokens 1", /*merge_stderr=*/true);
+  EXPECT_EQ(misplaced.code, 1);
+  EXPECT_NE(misplaced.out.find(drafter + ": general.architecture is \"gemma4-assistant\": this is an assistant "
+                                         "drafter, not a target model"),
+            std::string::npos)
+      << misplaced.out;
 }
 
 TEST(GgufCli, TextModeFromTheFilesOwnTokenizerAndTemplate) {

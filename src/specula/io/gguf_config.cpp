@@ -18,17 +18,30 @@ namespace {
 // rope_freqs entries at least this large leave their pair unrotated (llama.cpp writes 1e30).
 constexpr float kUnrotatedFactor = 1e20f;
 
+// The architectures: llama.cpp spells the drafter `gemma4-assistant`; the underscore spelling
+// (the safetensors model_type) is accepted too. Metadata keys are prefixed with the spelling used.
+bool is_drafter_arch(const std::string& arch) { return arch == "gemma4-assistant" || arch == "gemma4_assistant"; }
+
+enum class Role { Target, Drafter };
+
 class MetadataReader {
  public:
-  explicit MetadataReader(const GgufFile& f) : f_(f) {
+  MetadataReader(const GgufFile& f, Role role) : f_(f) {
     arch_ = std::string(f.get_string("general.architecture"));
-    if (arch_ == "gemma4_assistant")
+    if (role == Role::Target && is_drafter_arch(arch_))
       fail(
-          "{}: general.architecture is \"gemma4_assistant\": a drafter GGUF is not a target model; give the "
-          "drafter as --draft (safetensors directory)",
+          "{}: general.architecture is \"{}\": this is an assistant drafter, not a target model; give it as "
+          "--draft FILE.gguf beside the target's --model",
+          f.path(), arch_);
+    if (role == Role::Drafter && arch_ == "gemma4")
+      fail(
+          "{}: general.architecture is \"gemma4\": this is a target model, not an assistant drafter "
+          "(\"gemma4-assistant\"); give it as --model",
           f.path());
-    if (arch_ != "gemma4")
+    if (role == Role::Target && arch_ != "gemma4")
       fail("{}: general.architecture is \"{}\" but specula runs Gemma 4 (\"gemma4\")", f.path(), arch_);
+    if (role == Role::Drafter && !is_drafter_arch(arch_))
+      fail("{}: general.architecture is \"{}\" but a Gemma 4 drafter is \"gemma4-assistant\"", f.path(), arch_);
   }
 
   const GgufFile& file() const { return f_; }
@@ -251,8 +264,12 @@ std::vector<float> proportional_rope_freqs(int64_t half_dim, int64_t rotated, fl
   return v;
 }
 
-json gguf_target_config(const GgufFile& f) {
-  const MetadataReader r(f);
+namespace {
+
+// The flat `gemma4_text` keys both roles share. Without `attention.shared_kv_layers` no layer
+// shares its KV cache, or all of them do when `all_shared_by_default` (a drafter).
+json text_config(const MetadataReader& r, bool all_shared_by_default) {
+  const GgufFile& f = r.file();
   json c;
   c["model_type"] = "gemma4_text";
   c["hidden_size"] = r.positive("embedding_length");
@@ -260,7 +277,7 @@ json gguf_target_config(const GgufFile& f) {
   if (layers > 4096) fail("{}: metadata key '{}' = {} exceeds 4096", f.path(), r.key("block_count"), layers);
   const int nl = static_cast<int>(layers);
   c["num_hidden_layers"] = layers;
-  const int64_t shared = r.non_negative_or("attention.shared_kv_layers", 0);
+  const int64_t shared = r.non_negative_or("attention.shared_kv_layers", all_shared_by_default ? layers : 0);
   if (shared > layers)
     fail("{}: metadata key '{}' = {} exceeds '{}' = {}", f.path(), r.key("attention.shared_kv_layers"), shared,
          r.key("block_count"), layers);
@@ -283,6 +300,48 @@ json gguf_target_config(const GgufFile& f) {
   c["vocab_size"] = embed->dims[1];
   c["tie_word_embeddings"] = f.find_tensor("output.weight") == nullptr;
   add_token_ids(c, f);
+  return c;
+}
+
+// What a drafter cannot have, refused naming the GGUF key (the same rules the config parser
+// applies to a drafter's config.json).
+void check_drafter_text(const MetadataReader& r, const json& text) {
+  const GgufFile& f = r.file();
+  const int64_t layers = text.at("num_hidden_layers").get<int64_t>();
+  if (text.at("num_kv_shared_layers").get<int64_t>() != layers)
+    fail("{}: metadata key '{}' = {} must equal '{}' = {}: a drafter owns no KV cache", f.path(),
+         r.key("attention.shared_kv_layers"), text.at("num_kv_shared_layers").get<int64_t>(), r.key("block_count"),
+         layers);
+  if (text.at("enable_moe_block").get<bool>())
+    fail("{}: metadata key '{}' is {}: MoE drafters are not supported", f.path(), r.key("expert_count"),
+         text.at("num_experts").get<int64_t>());
+  if (text.at("hidden_size_per_layer_input").get<int64_t>() != 0)
+    fail("{}: metadata key '{}' = {}: a drafter has no per-layer inputs", f.path(),
+         r.key("embedding_length_per_layer_input"), text.at("hidden_size_per_layer_input").get<int64_t>());
+  // llama.cpp writes the drafter's layer count here and requires it to be all of them.
+  const int64_t nextn = r.non_negative_or("nextn_predict_layers", layers);
+  if (nextn != layers)
+    fail("{}: metadata key '{}' = {} but every one of the '{}' = {} layers is a draft layer", f.path(),
+         r.key("nextn_predict_layers"), nextn, r.key("block_count"), layers);
+}
+
+}  // namespace
+
+json gguf_target_config(const GgufFile& f) { return text_config(MetadataReader(f, Role::Target), false); }
+
+json gguf_drafter_config(const GgufFile& f) {
+  const MetadataReader r(f, Role::Drafter);
+  json text = text_config(r, true);
+  check_drafter_text(r, text);
+  json c;
+  c["model_type"] = "gemma4_assistant";
+  c["backbone_hidden_size"] = r.positive("embedding_length_out");
+  // llama.cpp's converter drops the centroid head (masked_embedding.*): the dense tied head runs.
+  c["use_ordered_embeddings"] = false;
+  c["tie_word_embeddings"] = text.at("tie_word_embeddings");
+  for (const char* k : {"bos_token_id", "pad_token_id", "eos_token_id"})
+    if (text.contains(k)) c[k] = text[k];
+  c["text_config"] = std::move(text);
   return c;
 }
 

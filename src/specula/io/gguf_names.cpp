@@ -21,6 +21,9 @@ constexpr NamePair kGlobal[] = {
     {"per_layer_token_embd.weight", "model.embed_tokens_per_layer.weight"},
     {"per_layer_model_proj.weight", "model.per_layer_model_projection.weight"},
     {"per_layer_proj_norm.weight", "model.per_layer_projection_norm.weight"},
+    // The assistant drafter's projections between the target's width and its own.
+    {"nextn.pre_projection.weight", "pre_projection.weight"},
+    {"nextn.post_projection.weight", "post_projection.weight"},
 };
 
 // Per-layer tensors. The expert down projection is listed twice: its HF name depends on the
@@ -126,7 +129,9 @@ std::string with_gguf_names(const std::string& message) {
       trail += '.';
       word.pop_back();
     }
-    const auto g = word.starts_with("model.") || word.starts_with("lm_head") ? hf_to_gguf_name(word) : std::nullopt;
+    const bool hf_like = word.starts_with("model.") || word.starts_with("lm_head") ||
+                         word.starts_with("pre_projection") || word.starts_with("post_projection");
+    const auto g = hf_like ? hf_to_gguf_name(word) : std::nullopt;
     out += g ? *g : word;
     out += trail;
     i = j;

@@ -11,6 +11,7 @@
 #include "specula/kernels/rms_norm.h"
 #include "specula/kernels/softmax.h"
 #include "specula/model/attention_block.h"
+#include "specula/model/gguf_target.h"
 #include "specula/model/layer_ops.h"
 #include "specula/model/target_weights.h"
 #include "specula/util/error.h"
@@ -119,7 +120,7 @@ WeightMatrix gather_stored_rows(const WeightMatrix& table, const int32_t* ids, i
 
 std::unique_ptr<Drafter> Drafter::load(const std::string& dir, const TargetModel& target,
                                        DrafterConvention convention) {
-  auto ck = std::make_unique<DrafterCheckpoint>(load_drafter(dir));
+  auto ck = std::make_unique<DrafterCheckpoint>(load_any_drafter(dir));
   return std::make_unique<Drafter>(std::move(ck), target, convention);
 }
 

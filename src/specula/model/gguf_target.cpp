@@ -1,4 +1,4 @@
-// GGUF file -> TargetCheckpoint (docs/gguf.md): metadata through io/gguf_config, tensor names
+// GGUF file -> TargetCheckpoint or DrafterCheckpoint (docs/gguf.md): metadata through io/gguf_config, tensor names
 // through io/gguf_names, tensor data converted here into an in-memory safetensors image, then the
 // same validation as a safetensors directory (io/checkpoint.cpp).
 #include "specula/model/gguf_target.h"
@@ -248,25 +248,51 @@ std::optional<std::string> gguf_file_of(const std::string& path) {
   return found.front();
 }
 
-TargetCheckpoint load_gguf_target(const std::string& file) {
-  const GgufFile gguf = GgufFile::open(file);
-  nlohmann::json config = gguf_target_config(gguf);
+namespace {
+
+// The GGUF's tensors converted into an in-memory safetensors store, handed with `config` to the
+// safetensors loader `load`; its errors are put back into the GGUF's terms.
+template <typename Checkpoint, typename Load>
+Checkpoint load_converted(const GgufFile& gguf, nlohmann::json config, Load load) {
   TensorConverter converter(gguf, config);
   for (const GgufTensor& t : gguf.tensors()) converter.add(t);
   TensorStore store = store_in_memory(converter.tensors());
   const std::string image_dir = store.dir();
   try {
-    TargetCheckpoint ck = load_target(config, file, std::move(store));
-    ck.dir = file;
+    Checkpoint ck = load(config, gguf.path(), std::move(store));
+    ck.dir = gguf.path();
     return ck;
   } catch (const Error& e) {
-    throw Error(in_gguf_terms(e.what(), image_dir, file));
+    throw Error(in_gguf_terms(e.what(), image_dir, gguf.path()));
   }
+}
+
+}  // namespace
+
+TargetCheckpoint load_gguf_target(const std::string& file) {
+  const GgufFile gguf = GgufFile::open(file);
+  return load_converted<TargetCheckpoint>(gguf, gguf_target_config(gguf),
+                                          [](const nlohmann::json& c, const std::string& source, TensorStore s) {
+                                            return load_target(c, source, std::move(s));
+                                          });
+}
+
+DrafterCheckpoint load_gguf_drafter(const std::string& file) {
+  const GgufFile gguf = GgufFile::open(file);
+  return load_converted<DrafterCheckpoint>(gguf, gguf_drafter_config(gguf),
+                                           [](const nlohmann::json& c, const std::string& source, TensorStore s) {
+                                             return load_drafter(c, source, std::move(s));
+                                           });
 }
 
 TargetCheckpoint load_any_target(const std::string& path) {
   if (const auto file = gguf_file_of(path)) return load_gguf_target(*file);
   return load_target(path);
+}
+
+DrafterCheckpoint load_any_drafter(const std::string& path) {
+  if (const auto file = gguf_file_of(path)) return load_gguf_drafter(*file);
+  return load_drafter(path);
 }
 
 }  // namespace specula

@@ -1,6 +1,7 @@
 #pragma once
-// GGUF checkpoints as targets (docs/gguf.md): a `gemma4` .gguf file (or a directory holding exactly
-// one) becomes the same validated TargetCheckpoint a safetensors directory does: its tensors are
+// GGUF checkpoints (docs/gguf.md): a `gemma4` .gguf file (or a directory holding exactly one)
+// becomes the same validated TargetCheckpoint a safetensors directory does, and a
+// `gemma4-assistant` file the same DrafterCheckpoint: their tensors are
 // laid out at load as an in-memory safetensors image (float tensors copied as they are, ggml
 // blocks with an exact affine group-32 form repacked into MLX affine layout by
 // kernels/ggml_affine.h, Q6_K dequantized to f32; other types refused by name).
@@ -22,5 +23,13 @@ TargetCheckpoint load_gguf_target(const std::string& file);
 
 // A checkpoint directory, a .gguf file or a directory holding one .gguf file.
 TargetCheckpoint load_any_target(const std::string& path);
+
+// Loads and validates a `gemma4-assistant` drafter GGUF (docs/gguf.md §8) into the checkpoint a
+// safetensors drafter directory gives, with the dense tied head. Errors name the file and the GGUF
+// key or tensor.
+DrafterCheckpoint load_gguf_drafter(const std::string& file);
+
+// A drafter checkpoint directory, a .gguf file or a directory holding one .gguf file.
+DrafterCheckpoint load_any_drafter(const std::string& path);
 
 }  // namespace specula

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include "specula/io/gguf_config.h"
@@ -21,12 +22,27 @@ namespace specula::synth {
 
 namespace {
 
-const std::string kArch = "gemma4.";
+// The metadata both architectures share (the keys io/gguf_config.cpp reads), under `arch.`.
+struct ModelMetadata {
+  std::string arch;  // "gemma4" or "gemma4-assistant"
+  const TextConfig* text = nullptr;
+  const std::vector<LayerGeometry>* layers = nullptr;
+  std::optional<int> bos_token_id, pad_token_id;
+  std::vector<int> eos_token_ids;
+};
 
-void add_metadata(GgufWriter& w, const TargetCheckpoint& ck, const std::string& name) {
-  const TargetConfig& cfg = ck.config;
-  const TextConfig& t = cfg.text;
-  w.set_string("general.architecture", "gemma4");
+// A drafter's layers own no KV heads (they read the target's caches); the key, which the layout
+// requires, then carries its config's count, as llama.cpp's converter writes it.
+int32_t config_kv_heads(const TextConfig& t, LayerType type) {
+  const int heads =
+      type == LayerType::Full && t.num_global_key_value_heads ? *t.num_global_key_value_heads : t.num_key_value_heads;
+  return std::max(heads, 1);
+}
+
+void add_metadata(GgufWriter& w, const ModelMetadata& m, const std::string& name) {
+  const TextConfig& t = *m.text;
+  const std::string kArch = m.arch + ".";
+  w.set_string("general.architecture", m.arch);
   w.set_string("general.name", name);
   const auto u32 = [&](const char* k, int64_t v) { w.set_u32(kArch + k, static_cast<uint32_t>(v)); };
   u32("block_count", t.num_hidden_layers);
@@ -34,9 +50,9 @@ void add_metadata(GgufWriter& w, const TargetCheckpoint& ck, const std::string& 
   u32("embedding_length", t.hidden_size);
   std::vector<int32_t> ff, kv;
   std::vector<bool> sliding;
-  for (const LayerGeometry& g : cfg.layers) {
+  for (const LayerGeometry& g : *m.layers) {
     ff.push_back(static_cast<int32_t>(g.mlp_width));
-    kv.push_back(g.num_kv_heads);
+    kv.push_back(g.num_kv_heads > 0 ? g.num_kv_heads : config_kv_heads(t, g.type));
     sliding.push_back(g.type == LayerType::Sliding);
   }
   const auto all_same = [](const std::vector<int32_t>& v) {
@@ -72,24 +88,22 @@ void add_metadata(GgufWriter& w, const TargetCheckpoint& ck, const std::string& 
     u32("expert_used_count", t.top_k_experts);
     u32("expert_feed_forward_length", t.moe_intermediate_size);
   }
-  w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(cfg.bos_token_id));
-  w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(cfg.pad_token_id));
-  if (!cfg.eos_token_ids.empty()) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(cfg.eos_token_ids[0]));
-  if (cfg.eos_token_ids.size() > 1)
-    w.set_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(cfg.eos_token_ids[1]));
+  if (m.bos_token_id) w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(*m.bos_token_id));
+  if (m.pad_token_id) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(*m.pad_token_id));
+  if (!m.eos_token_ids.empty()) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(m.eos_token_ids[0]));
+  if (m.eos_token_ids.size() > 1) w.set_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(m.eos_token_ids[1]));
 }
 
 // The RoPE forms GGUF can carry: default sliding layers; default or proportional full layers
 // (the latter as the rope_freqs tensor).
-void add_rope_freqs(GgufWriter& w, const TargetCheckpoint& ck) {
-  const TextConfig& t = ck.config.text;
+void add_rope_freqs(GgufWriter& w, const TextConfig& t, const std::string& source) {
   const RopeParams& s = t.rope_sliding;
   if (s.type != "default")
-    fail("{}: sliding_attention RoPE type \"{}\" has no GGUF form (only default)", ck.config.source, s.type);
+    fail("{}: sliding_attention RoPE type \"{}\" has no GGUF form (only default)", source, s.type);
   const RopeParams& f = t.rope_full;
   if (f.type == "default") return;
   if (f.type != "proportional")
-    fail("{}: full_attention RoPE type \"{}\" has no GGUF form (default or proportional)", ck.config.source, f.type);
+    fail("{}: full_attention RoPE type \"{}\" has no GGUF form (default or proportional)", source, f.type);
   const int64_t d = t.global_head_dim > 0 ? t.global_head_dim : t.head_dim;
   const auto rotated = static_cast<int64_t>(f.partial_rotary_factor * static_cast<double>(d) / 2.0);
   std::vector<float> v = proportional_rope_freqs(d / 2, rotated, static_cast<float>(f.factor));
@@ -142,8 +156,7 @@ struct Source {
   }
 };
 
-Source source_of(const TargetCheckpoint& ck, const std::string& name) {
-  const TensorStore& store = ck.store;
+Source source_of(const TensorStore& store, const QuantizationConfig& quantization, const std::string& name) {
   const TensorView* t = store.find(name);
   Source s;
   if (t->shape.size() <= 1) {
@@ -160,7 +173,7 @@ Source source_of(const TargetCheckpoint& ck, const std::string& name) {
   m.shape = t->shape;
   if (m.scales) {
     m.quantized = true;
-    m.quant = ck.config.quantization.spec_for(m.path);
+    m.quant = quantization.spec_for(m.path);
     m.shape.back() = t->shape.back() * 32 / m.quant.bits;
   }
   s.shape = m.shape;
@@ -278,30 +291,29 @@ const char* gguf_matrix_type_name(GgufMatrixType t) {
   return "?";
 }
 
-GgufWriter target_gguf_writer(const TargetCheckpoint& ck, const GgufExportOptions& options) {
-  GgufWriter w;
-  const std::string name =
-      options.name.empty() ? std::filesystem::path(ck.dir).lexically_normal().filename().string() : options.name;
-  add_metadata(w, ck, name);
-  if (!options.tokenizer_dir.empty()) add_gguf_tokenizer(w, options.tokenizer_dir);
-  add_rope_freqs(w, ck);
+namespace {
+
+// The checkpoint's tensors under their GGUF names, matrices in the chosen type. `canonical` gives
+// a stored name's safetensors name under `model.` (or "" to leave the tensor out).
+void add_tensors(GgufWriter& w, const TensorStore& store, const QuantizationConfig& quantization, bool moe,
+                 const GgufExportOptions& options, const std::function<std::string(const std::string&)>& canonical) {
   struct Entry {
     std::string gguf;
     std::shared_ptr<const Source> source;
   };
   std::vector<Entry> entries;
   std::vector<std::string> matrix_names;
-  for (const std::string& st_name : ck.store.names()) {
+  for (const std::string& st_name : store.names()) {
     if (st_name.ends_with(".scales") || st_name.ends_with(".biases")) continue;
-    const std::string canonical = canonical_name(st_name, ck.prefix);
-    if (canonical.empty()) continue;
-    std::optional<std::string> gguf = hf_to_gguf_name(canonical);
+    const std::string name = canonical(st_name);
+    if (name.empty()) continue;
+    std::optional<std::string> gguf = hf_to_gguf_name(name);
     if (!gguf) continue;  // not a Gemma 4 text tensor (e.g. rotary buffers)
     if (!gguf->ends_with(".weight") && !gguf->ends_with(".scale")) *gguf += ".weight";
-    entries.push_back({*gguf, std::make_shared<const Source>(source_of(ck, st_name))});
+    entries.push_back({*gguf, std::make_shared<const Source>(source_of(store, quantization, st_name))});
     if (entries.back().source->vector == nullptr) matrix_names.push_back(*gguf);
   }
-  const Q4KMMix mix(matrix_names, ck.config.text.enable_moe_block);
+  const Q4KMMix mix(matrix_names, moe);
   for (const Entry& e : entries) {
     const Source& s = *e.source;
     GgmlType type = GgmlType::F32;
@@ -316,11 +328,51 @@ GgufWriter target_gguf_writer(const TargetCheckpoint& ck, const GgufExportOption
     }
     add_tensor(w, e.gguf, e.source, type, copy_affine && type == GgmlType::Q4_1);
   }
+}
+
+std::string file_name(const std::string& dir, const GgufExportOptions& options) {
+  return options.name.empty() ? std::filesystem::path(dir).lexically_normal().filename().string() : options.name;
+}
+
+}  // namespace
+
+GgufWriter target_gguf_writer(const TargetCheckpoint& ck, const GgufExportOptions& options) {
+  GgufWriter w;
+  const TargetConfig& cfg = ck.config;
+  add_metadata(w, {"gemma4", &cfg.text, &cfg.layers, cfg.bos_token_id, cfg.pad_token_id, cfg.eos_token_ids},
+               file_name(ck.dir, options));
+  if (!options.tokenizer_dir.empty()) add_gguf_tokenizer(w, options.tokenizer_dir);
+  add_rope_freqs(w, cfg.text, cfg.source);
+  add_tensors(w, ck.store, cfg.quantization, cfg.text.enable_moe_block, options,
+              [&](const std::string& n) { return canonical_name(n, ck.prefix); });
+  return w;
+}
+
+GgufWriter drafter_gguf_writer(const DrafterCheckpoint& ck, const GgufExportOptions& options) {
+  GgufWriter w;
+  const DrafterConfig& cfg = ck.config;
+  add_metadata(w, {"gemma4-assistant", &cfg.text, &cfg.layers, std::nullopt, std::nullopt, cfg.eos_token_ids},
+               file_name(ck.dir, options));
+  w.set_u32("gemma4-assistant.embedding_length_out", static_cast<uint32_t>(cfg.backbone_hidden_size));
+  w.set_u32("gemma4-assistant.nextn_predict_layers", static_cast<uint32_t>(cfg.text.num_hidden_layers));
+  if (!options.tokenizer_dir.empty()) add_gguf_tokenizer(w, options.tokenizer_dir);
+  add_rope_freqs(w, cfg.text, cfg.source);
+  // As llama.cpp's converter: the centroid head (masked_embedding.*) is left out, so the file
+  // runs the dense tied head. Drafter tensors are stored under `model.` or at the top level.
+  add_tensors(w, ck.store, cfg.quantization, false, options, [](const std::string& n) -> std::string {
+    if (n.starts_with("masked_embedding.")) return "";
+    if (n == "pre_projection.weight" || n == "post_projection.weight" || n.starts_with("model.")) return n;
+    return canonical_name(n, "model.");
+  });
   return w;
 }
 
 void write_target_gguf(const TargetCheckpoint& ck, const std::string& path, const GgufExportOptions& options) {
   target_gguf_writer(ck, options).write(path);
+}
+
+void write_drafter_gguf(const DrafterCheckpoint& ck, const std::string& path, const GgufExportOptions& options) {
+  drafter_gguf_writer(ck, options).write(path);
 }
 
 }  // namespace specula::synth

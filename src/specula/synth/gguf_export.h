@@ -1,5 +1,5 @@
 #pragma once
-// Writes a validated target checkpoint as a `gemma4` GGUF file in llama.cpp's layout
+// Writes a validated target checkpoint as a `gemma4` GGUF file (a drafter as `gemma4-assistant`) in llama.cpp's layout
 // (docs/gguf.md): the metadata keys and tensor names gguf_target_config / load_gguf_target read,
 // with matrices stored in one chosen ggml type. Used by `specula synth --format gguf` and by the
 // tests that run every golden case from GGUF.
@@ -37,5 +37,12 @@ GgufWriter target_gguf_writer(const TargetCheckpoint& ck, const GgufExportOption
 
 // target_gguf_writer(ck, options).write(path).
 void write_target_gguf(const TargetCheckpoint& ck, const std::string& path, const GgufExportOptions& options);
+
+// A drafter checkpoint as a `gemma4-assistant` GGUF in llama.cpp's layout (docs/gguf.md §8): the
+// target's keys under the drafter's prefix plus `embedding_length_out` and `nextn_predict_layers`,
+// the projections as `nextn.pre_projection` / `nextn.post_projection`, and no centroid head (the
+// converter drops it: such a file runs the dense tied head).
+GgufWriter drafter_gguf_writer(const DrafterCheckpoint& ck, const GgufExportOptions& options);
+void write_drafter_gguf(const DrafterCheckpoint& ck, const std::string& path, const GgufExportOptions& options);
 
 }  // namespace specula::synth
