@@ -9,11 +9,12 @@
 // Each answer is --max-tokens long (ignore_eos) and greedy; the next turn sends the whole history
 // (the server's chat template re-renders it). Node 20, no packages. SPECULA_BINARY (default
 // build/specula).
-import { spawn } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+
+import { sseEvents, startServer } from './serve_client.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: opt, positionals: extra } = parseArgs({
@@ -54,22 +55,11 @@ const questions = [
   'And a counterexample.',
 ];
 
-function startServer(promptCache) {
-  const args = ['serve', '--model', opt.model, '--port', '0', '--threads', opt.threads,
-    '--prefill-chunk', opt['prefill-chunk'], '--parallel', '1', ...extra];
+function startChatServer(promptCache) {
+  const args = ['--model', opt.model, '--threads', opt.threads, '--prefill-chunk', opt['prefill-chunk'],
+    '--parallel', '1', ...extra];
   if (!promptCache) args.push('--no-prompt-cache');
-  const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  return new Promise((resolvePort, reject) => {
-    let out = '';
-    const onData = (d) => {
-      out += d.toString();
-      const m = out.match(/ready on http:\/\/[^:]+:(\d+)/);
-      if (m) resolvePort({ child, port: Number(m[1]) });
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    child.on('exit', (code) => reject(new Error(`serve exited (${code}) before it was ready:\n${out}`)));
-  });
+  return startServer(binary, args);
 }
 
 // One streamed turn: milliseconds to the first content chunk, the answer text and the usage.
@@ -85,30 +75,20 @@ async function turn(port, messages) {
   let ttft = null;
   let text = '';
   let usage = null;
-  let buffer = '';
-  const decoder = new TextDecoder();
-  for await (const chunk of res.body) {
-    buffer += decoder.decode(chunk, { stream: true });
-    let nl;
-    while ((nl = buffer.indexOf('\n\n')) >= 0) {
-      const event = buffer.slice(0, nl).trim();
-      buffer = buffer.slice(nl + 2);
-      if (!event.startsWith('data: ') || event === 'data: [DONE]') continue;
-      const data = JSON.parse(event.slice(6));
-      const delta = data.choices?.[0]?.delta?.content;
-      if (delta) {
-        if (ttft === null) ttft = performance.now() - t0;
-        text += delta;
-      }
-      if (data.usage) usage = data.usage;
+  for await (const data of sseEvents(res)) {
+    const delta = data.choices?.[0]?.delta?.content;
+    if (delta) {
+      if (ttft === null) ttft = performance.now() - t0;
+      text += delta;
     }
+    if (data.usage) usage = data.usage;
   }
   return { ttft_ms: ttft, text, prompt_tokens: usage?.prompt_tokens, cached_tokens:
     usage?.prompt_tokens_details?.cached_tokens };
 }
 
 async function conversation(promptCache) {
-  const { child, port } = await startServer(promptCache);
+  const { child, port } = await startChatServer(promptCache);
   try {
     const messages = [];
     const rows = [];

@@ -10,11 +10,12 @@
 // random token list (no prompt-cache reuse), answers are greedy, --max-tokens long (ignore_eos) and
 // streamed; TTFT is from sending a request to its first text chunk. The model directory needs a
 // tokenizer (for the streamed text). Node 20, no packages. SPECULA_BINARY (default build/specula).
-import { spawn } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+
+import { sseEvents, startServer } from './serve_client.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: opt, positionals: extra } = parseArgs({
@@ -58,22 +59,6 @@ setTimeout(() => {
   process.exit(1);
 }, Number(opt.timeout) * 1000).unref();
 
-function startServer(parallel) {
-  const args = ['serve', '--model', opt.model, '--port', '0', '--threads', opt.threads, '--parallel', String(parallel),
-    '--max-queue', String(Math.max(16, parallel)), ...extra];
-  const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  return new Promise((resolvePort, reject) => {
-    let out = '';
-    const onData = (d) => {
-      out += d.toString();
-      const m = out.match(/ready on http:\/\/[^:]+:(\d+)/);
-      if (m) resolvePort({ child, port: Number(m[1]) });
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    child.on('exit', (code) => reject(new Error(`serve exited (${code}) before it was ready:\n${out}`)));
-  });
-}
 
 // A distinct prompt per (client, request): token ids from a small linear congruential generator,
 // clear of the low ids where Gemma's control tokens live.
@@ -98,19 +83,9 @@ async function request(port, seed) {
   });
   if (!res.ok) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
   let ttft = null;
-  let buffer = '';
-  const decoder = new TextDecoder();
-  for await (const chunk of res.body) {
-    buffer += decoder.decode(chunk, { stream: true });
-    let nl;
-    while ((nl = buffer.indexOf('\n\n')) >= 0) {
-      const event = buffer.slice(0, nl).trim();
-      buffer = buffer.slice(nl + 2);
-      if (!event.startsWith('data: ') || event === 'data: [DONE]') continue;
-      const data = JSON.parse(event.slice(6));
-      if (data.error) throw new Error(`stream error: ${JSON.stringify(data.error)}`);
-      if (ttft === null && data.choices?.[0]?.text) ttft = performance.now() - t0;
-    }
+  for await (const data of sseEvents(res)) {
+    if (data.error) throw new Error(`stream error: ${JSON.stringify(data.error)}`);
+    if (ttft === null && data.choices?.[0]?.text) ttft = performance.now() - t0;
   }
   if (ttft === null) throw new Error('the stream ended without text');
   return { ttft_ms: ttft, total_ms: performance.now() - t0 };
@@ -132,7 +107,9 @@ async function clients(port, c, requestMs, seedBase) {
   return ttfts.sort((a, b) => a - b);
 }
 
-const { child, port } = await startServer(Math.max(...CLIENTS));
+const parallel = Math.max(...CLIENTS);
+const { child, port } = await startServer(binary, ['--model', opt.model, '--threads', opt.threads,
+  '--parallel', String(parallel), '--max-queue', String(Math.max(16, parallel)), ...extra]);
 const rows = [];
 let requestMs = 0;
 try {
