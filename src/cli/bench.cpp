@@ -23,6 +23,7 @@
 #include "specula/bench/synthetic_models.h"
 #include "specula/kernels/isa.h"
 #include "specula/kernels/matmul.h"
+#include "specula/model/drafter.h"
 #include "specula/model/packed_cache.h"
 #include "specula/util/cpu_info.h"
 #include "specula/util/error.h"
@@ -41,6 +42,7 @@ struct BenchArgs {
   std::vector<int> threads = {1, 2};
   bool json = false;
   std::string precision = "fast";
+  std::string draft_quant = "auto";
   bool quick = false;
   int64_t runs = 0;  // 0: the default of the chosen mode (full or quick)
   int64_t prompt_tokens = 0;
@@ -95,6 +97,7 @@ void run_concurrency_bench(const BenchArgs& a) {
   o.concurrency = a.concurrency;
   o.threads = *std::max_element(a.threads.begin(), a.threads.end());
   o.precision = parse_precision(a.precision);
+  o.draft_quant = parse_drafter_quant(a.draft_quant);
   o.packed_cache_dir = default_packed_cache_dir();
   if (a.runs > 0) o.runs = a.runs;
   if (a.prompt_tokens > 0) o.prompt_tokens = a.prompt_tokens;
@@ -123,6 +126,7 @@ void run_bench(const BenchArgs& a) {
   for (int t : a.threads)  // each count once, in the order given
     if (std::find(o.threads.begin(), o.threads.end(), t) == o.threads.end()) o.threads.push_back(t);
   o.precision = parse_precision(a.precision);
+  o.draft_quant = parse_drafter_quant(a.draft_quant);
   o.packed_cache_dir = default_packed_cache_dir();
   if (a.runs > 0) o.runs = a.runs;
   if (a.prompt_tokens > 0) o.prompt_tokens = a.prompt_tokens;
@@ -182,6 +186,11 @@ void add_bench_command(CLI::App& app) {
                   "matmul precision: exact (f32), fast (low-precision activations) or int8 (int8 activations for "
                   "quantized matrices)")
       ->check(CLI::IsMember({"exact", "fast", "int8"}))
+      ->capture_default_str();
+  cmd->add_option("--draft-quant", args->draft_quant,
+                  "drafter weights: auto (4-bit copies of a dense-head drafter's 16-bit matrices in fast and int8 "
+                  "precision), none (as stored), q4 or q8 (affine copies made at load)")
+      ->check(CLI::IsMember({"auto", "none", "q4", "q8"}))
       ->capture_default_str();
   cmd->add_option("--runs", args->runs, "runs per figure, the median is reported (default 3; --quick 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));

@@ -41,6 +41,7 @@ struct ChatArgs {
   std::string draft;
   std::string gamma = "auto";
   std::string drafter_compat = "ollama";
+  std::string draft_quant = "auto";
   std::string system;
   std::string chat_template;
   std::string precision = "fast";
@@ -99,6 +100,7 @@ int run_chat(const ChatArgs& a) {
   eo.model_dir = a.model;
   eo.draft = a.draft;
   eo.drafter_compat = a.drafter_compat;
+  eo.draft_quant = a.draft_quant;
   eo.gamma = a.gamma;
   eo.chat_template_file = a.chat_template;
   eo.threads = a.threads;
@@ -206,6 +208,9 @@ void add_chat_command(CLI::App& app) {
   cmd->add_option("--gamma", args->gamma, "drafts per round: N, or 'auto' (default)")->check(gamma_value());
   cmd->add_option("--drafter-compat", args->drafter_compat, "drafter semantics: 'ollama' (default) or 'mlx-bun'")
       ->check(CLI::IsMember({"ollama", "mlx-bun"}));
+  cmd->add_option("--draft-quant", args->draft_quant,
+                  "drafter weights: 'auto' (default), 'none' (as stored), 'q4' or 'q8' (affine copies made at load)")
+      ->check(CLI::IsMember({"auto", "none", "q4", "q8"}));
   cmd->add_option("--system", args->system, "system message at the start of the conversation");
   cmd->add_option("--max-tokens", args->max_tokens, "longest answer in tokens")
       ->check(in_range(limits::kMaxTokens))

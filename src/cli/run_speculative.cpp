@@ -32,6 +32,10 @@ void add_speculative_options(CLI::App* cmd, SpeculativeRunArgs& a) {
   cmd->add_option("--drafter-compat", a.drafter_compat,
                   "drafter semantics: 'ollama' (default, scale 1, constant position) or 'mlx-bun'")
       ->check(CLI::IsMember({"ollama", "mlx-bun"}));
+  cmd->add_option("--draft-quant", a.draft_quant,
+                  "drafter weights: 'auto' (default: 4-bit copies of a dense-head drafter's 16-bit matrices in fast "
+                  "and int8 precision), 'none' (as stored), 'q4' or 'q8' (copies of every 16/32-bit matrix)")
+      ->check(CLI::IsMember({"auto", "none", "q4", "q8"}));
   cmd->add_option("--temperature", a.temperature, "sampling temperature (0 or absent = greedy)")
       ->check(in_range(limits::kTemperature));
   cmd->add_option("--top-k", a.top_k, "keep the k most likely tokens (0 = off)")->check(in_range(limits::kTopK));
@@ -86,7 +90,8 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
   auto model = load_target_with_eos(b.model, opts, b.tokenizer_eos_ids);
   std::unique_ptr<Drafter> drafter;
   if (has_draft && so.method == DraftMethod::Drafter)
-    drafter = Drafter::load(a.draft, *model, parse_drafter_convention(a.drafter_compat));
+    drafter =
+        Drafter::load(a.draft, *model, parse_drafter_convention(a.drafter_compat), parse_drafter_quant(a.draft_quant));
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ThreadPool pool(b.threads);
   TargetCache cache = model->new_cache();
@@ -116,6 +121,7 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
                             {"threads", pool.size()},
                             {"draft", has_draft ? a.draft : std::string("none")},
                             {"drafter_compat", a.drafter_compat},
+                            {"draft_quant", a.draft_quant},
                             {"temperature", so.sampling.temperature},
                             {"seed", so.sampling.seed},
                             {"drafted", s.drafted},
@@ -138,15 +144,17 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
     std::fputs(out.c_str(), stdout);
   } else {
     print_run_output(res.tokens, text);
-    std::fputs(fmt::format("load {:.1f} ms{} | prefill {} tokens, {:.1f} tok/s | decode {} tokens, {:.2f} tok/s | "
-                           "drafted {}, accepted {} ({:.1f}%), target calls {} | stop: {} | {} threads{}\n",
-                           load_ms, packed_note(model->packed_source()), s.prompt_tokens,
-                           s.prefill_ms > 0 ? s.prompt_tokens * 1000.0 / s.prefill_ms : 0.0, s.generated_tokens,
-                           s.decode_tok_per_s(), s.drafted, s.accepted, 100.0 * s.acceptance_rate(), s.target_calls,
-                           res.stop_reason, pool.size(),
-                           so.sampling.greedy() ? std::string() : fmt::format(" | seed {}", so.sampling.seed))
-                   .c_str(),
-               stderr);
+    const std::string copies = drafter != nullptr ? drafter_copies_note(*drafter) : std::string();
+    std::fputs(
+        fmt::format("load {:.1f} ms{}{} | prefill {} tokens, {:.1f} tok/s | decode {} tokens, {:.2f} tok/s | "
+                    "drafted {}, accepted {} ({:.1f}%), target calls {} | stop: {} | {} threads{}\n",
+                    load_ms, packed_note(model->packed_source()), copies.empty() ? "" : " (drafter: " + copies + ")",
+                    s.prompt_tokens, s.prefill_ms > 0 ? s.prompt_tokens * 1000.0 / s.prefill_ms : 0.0,
+                    s.generated_tokens, s.decode_tok_per_s(), s.drafted, s.accepted, 100.0 * s.acceptance_rate(),
+                    s.target_calls, res.stop_reason, pool.size(),
+                    so.sampling.greedy() ? std::string() : fmt::format(" | seed {}", so.sampling.seed))
+            .c_str(),
+        stderr);
   }
   std::fflush(stdout);
   if (drafter != nullptr) {

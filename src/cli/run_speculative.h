@@ -19,6 +19,7 @@ struct SpeculativeRunArgs {
   std::string draft;           // drafter checkpoint directory, "lookup", or empty (none)
   std::string gamma = "auto";  // N or "auto"
   std::string drafter_compat = "ollama";
+  std::string draft_quant = "auto";
   std::optional<double> temperature;  // absent = greedy
   std::optional<int> top_k;
   std::optional<double> top_p;

@@ -118,6 +118,11 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--drafter-compat", args->engine.drafter_compat, "drafter conventions: ollama | mlx-bun")
       ->capture_default_str();
+  cmd->add_option("--draft-quant", args->engine.draft_quant,
+                  "drafter weights: auto (4-bit copies of a dense-head drafter's 16-bit matrices in fast and int8 "
+                  "precision) | none (as stored) | q4 | q8 (affine copies made at load)")
+      ->check(CLI::IsMember({"auto", "none", "q4", "q8"}))
+      ->capture_default_str();
   cmd->add_option("--chat-template", args->engine.chat_template_file,
                   "chat template file (overrides the checkpoint's)");
   cmd->add_option("--threads", args->engine.threads, "compute threads (0 = all cores)")

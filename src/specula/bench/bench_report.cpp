@@ -121,6 +121,7 @@ nlohmann::json report_json(const SuiteReport& r) {
                       {"drafter_dir", m.drafter_dir},
                       {"load_ms", m.load_ms},
                       {"drafter_load_ms", m.drafter_load_ms},
+                      {"drafter_weights", m.drafter_weights},
                       {"bytes_per_token", m.bytes_per_token},
                       {"bytes_on_disk", m.bytes_on_disk},
                       {"drafter_bytes_on_disk", m.drafter_bytes_on_disk},
@@ -186,7 +187,8 @@ std::string report_markdown(const SuiteReport& r) {
           mb(m.peak_rss_bytes) - mb(m.bytes_on_disk + m.drafter_bytes_on_disk) - mb(m.kv_bytes));
 
   for (const ModelFigures& m : r.models) {
-    md += fmt::format("\n{}: cost relative to one decode step\n\n| threads | decode step ms | drafter step |", m.name);
+    md += fmt::format("\n{}: cost relative to one decode step{}\n\n| threads | decode step ms | drafter step |", m.name,
+                      m.drafter_dir.empty() ? std::string() : " (drafter weights: " + m.drafter_weights + ")");
     for (int64_t w = 2; w <= o.max_verify_width; ++w) md += fmt::format(" verify {} |", w);
     md += "\n|---|---|---|";
     for (int64_t w = 2; w <= o.max_verify_width; ++w) md += "---|";

@@ -148,11 +148,13 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
     for (int64_t r = 0; r < o.runs; ++r) {
       drafter.reset();
       const auto t0 = Clock::now();
-      drafter = Drafter::load(m.drafter_dir, *model);
+      drafter = Drafter::load(m.drafter_dir, *model, DrafterConvention::Ollama, o.draft_quant);
       loads.push_back(ms_since(t0));
     }
     fig.drafter_load_ms = median(loads);
     fig.drafter_bytes_on_disk = drafter->checkpoint().store.total_bytes();
+    const std::string copies = drafter_copies_note(*drafter);
+    fig.drafter_weights = copies.empty() ? "as stored" : copies;
   }
   const CheckpointSummary summary = summarize_checkpoint(model->checkpoint());
   fig.bytes_per_token = summary.bytes_per_token;
@@ -164,7 +166,8 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
     fail("bench: {} needs a context of {} tokens, the model allows {}", m.name, context_needed, model->max_context());
   log(fmt::format("{}: loaded in {:.0f} ms ({} on disk, {} per token){}", m.name, fig.load_ms,
                   format_bytes(fig.bytes_on_disk), format_bytes(fig.bytes_per_token),
-                  with_drafter ? fmt::format(", drafter in {:.0f} ms", fig.drafter_load_ms) : std::string()));
+                  with_drafter ? fmt::format(", drafter in {:.0f} ms ({})", fig.drafter_load_ms, fig.drafter_weights)
+                               : std::string()));
 
   const std::vector<int32_t> prompt = bench_prompt(model->vocab_size(), o.prompt_tokens, o.seed);
   const std::vector<int32_t> spec_prompt = bench_prompt(model->vocab_size(), o.spec_prompt_tokens, o.seed + 1);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "specula/kernels/matmul.h"
+#include "specula/model/drafter.h"
 #include "specula/util/median.h"
 
 namespace specula::bench {
@@ -25,6 +26,7 @@ namespace specula::bench {
 struct SuiteOptions {
   std::vector<int> threads = {1, 2};
   Precision precision = Precision::Fast;
+  DrafterQuant draft_quant = DrafterQuant::Auto;
   int64_t runs = 3;             // every figure is the median over this many runs
   int64_t prompt_tokens = 512;  // prefill / time-to-first-token prompt
   int64_t decode_tokens = 16;   // decode steps timed after it
@@ -81,6 +83,7 @@ struct ModelFigures {
   std::string drafter_dir;  // empty: target only
   double load_ms = 0.0;
   double drafter_load_ms = 0.0;
+  std::string drafter_weights;   // "as stored" or the affine copies made at load (model/drafter.h)
   uint64_t bytes_per_token = 0;  // weight bytes one decode step streams
   uint64_t bytes_on_disk = 0;
   uint64_t drafter_bytes_on_disk = 0;

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "specula/kernels/matmul.h"
+#include "specula/model/drafter.h"
 
 namespace specula::bench {
 
@@ -24,6 +25,7 @@ struct ConcurrencyOptions {
   std::vector<int> concurrency = {1, 2, 4, 8};
   int threads = 2;
   Precision precision = Precision::Fast;
+  DrafterQuant draft_quant = DrafterQuant::Auto;
   int64_t runs = 1;            // the median run (by aggregate tok/s) is reported
   int64_t prompt_tokens = 64;  // each stream's own prompt
   int64_t tokens = 32;         // generated per stream

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "specula/kernels/activation.h"
+#include "specula/kernels/affine_copy.h"
 #include "specula/kernels/matmul.h"
 #include "specula/kernels/packed_affine.h"
 #include "specula/kernels/quant.h"
@@ -26,6 +27,33 @@ DrafterConvention parse_drafter_convention(const std::string& name) {
   if (name == "ollama") return DrafterConvention::Ollama;
   if (name == "mlx-bun") return DrafterConvention::MlxBun;
   fail("unknown drafter convention '{}' (expected 'ollama' or 'mlx-bun')", name);
+}
+
+const char* drafter_quant_name(DrafterQuant q) {
+  switch (q) {
+    case DrafterQuant::Auto: return "auto";
+    case DrafterQuant::None: return "none";
+    case DrafterQuant::Q4: return "q4";
+    case DrafterQuant::Q8: return "q8";
+  }
+  return "?";
+}
+
+DrafterQuant parse_drafter_quant(const std::string& name) {
+  for (DrafterQuant q : {DrafterQuant::Auto, DrafterQuant::None, DrafterQuant::Q4, DrafterQuant::Q8}) {
+    if (name == drafter_quant_name(q)) return q;
+  }
+  fail("unknown drafter quantization '{}' (expected auto, none, q4 or q8)", name);
+}
+
+int drafter_quant_bits(DrafterQuant q, bool centroid_head, Precision precision) {
+  switch (q) {
+    case DrafterQuant::Auto: return !centroid_head && is_low_precision(precision) ? 4 : 0;
+    case DrafterQuant::None: return 0;
+    case DrafterQuant::Q4: return 4;
+    case DrafterQuant::Q8: return 8;
+  }
+  return 0;
 }
 
 std::vector<DraftCandidate> DraftStep::top(size_t n) const {
@@ -118,15 +146,16 @@ WeightMatrix gather_stored_rows(const WeightMatrix& table, const int32_t* ids, i
 
 }  // namespace
 
-std::unique_ptr<Drafter> Drafter::load(const std::string& dir, const TargetModel& target,
-                                       DrafterConvention convention) {
+std::unique_ptr<Drafter> Drafter::load(const std::string& dir, const TargetModel& target, DrafterConvention convention,
+                                       DrafterQuant quant) {
   auto ck = std::make_unique<DrafterCheckpoint>(load_any_drafter(dir));
-  return std::make_unique<Drafter>(std::move(ck), target, convention);
+  return std::make_unique<Drafter>(std::move(ck), target, convention, quant);
 }
 
 Drafter::~Drafter() = default;
 
-Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetModel& target, DrafterConvention convention)
+Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetModel& target, DrafterConvention convention,
+                 DrafterQuant quant)
     : checkpoint_(std::move(checkpoint)), target_(target), convention_(convention), ws_(std::make_unique<Workspace>()) {
   const DrafterCheckpoint& ck = *checkpoint_;
   const DrafterConfig& cfg = ck.config;
@@ -222,36 +251,60 @@ Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetMode
       fail("drafter {}: {}self_attn.q_proj is [{}, {}], expected [heads*{}, {}]", ck.dir, p, L.q_proj.rows,
            L.q_proj.cols, D, hidden_);
   }
+  // Every step reads all of the drafter's matrices: map their pages in before they are copied or
+  // packed, or read as they are.
+  map_pages_in();
+  ThreadPool pool(target.options().load_threads);
+  copy_dense_matrices(drafter_quant_bits(quant, ck.centroid_head, target.options().precision), pool);
   if (is_low_precision(target.options().precision)) {
-    // Quantized drafters: the fast kernels' layout once here rather than per step (the dense
+    // Quantized matrices: the fast kernels' layout once here rather than per step (the centroid
     // head's rows are gathered per step and packed then).
-    std::vector<WeightMatrix*> fast;
-    for (WeightMatrix* w : {&pre_projection_, &post_projection_, &centroids_}) fast.push_back(w);
-    if (!ck.centroid_head) fast.push_back(&embed_tokens_);
-    for (Layer& L : layers_) {
-      for (WeightMatrix* w : {&L.q_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj}) fast.push_back(w);
-    }
+    std::vector<WeightMatrix*> fast = matrices();
+    if (ck.centroid_head) std::erase(fast, &embed_tokens_);
     std::erase_if(fast, [](const WeightMatrix* w) { return !packable(*w) || !fast_matmul_supported(*w); });
-    ThreadPool pool(target.options().load_threads);
     packed_ = pack_matrices(fast, pool);
   }
-  // Every step reads all of the drafter's matrices, and its head scatters over the whole token
-  // table, so map their pages in now (~5 ms at E4B size): left to first touches, they were faulted
-  // in region by region, and the first 4-draft round of a process took 70-100 ms, not 45-55.
-  std::vector<const WeightMatrix*> used = {&pre_projection_, &post_projection_, &embed_tokens_};
-  if (ck.centroid_head) used.push_back(&centroids_);
-  for (const Layer& L : layers_) {
-    for (const WeightMatrix* w : {&L.q_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj}) used.push_back(w);
+}
+
+std::vector<WeightMatrix*> Drafter::matrices() {
+  std::vector<WeightMatrix*> all = {&pre_projection_, &post_projection_, &embed_tokens_};
+  if (checkpoint_->centroid_head) all.push_back(&centroids_);
+  for (Layer& L : layers_) {
+    for (WeightMatrix* w : {&L.q_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj}) all.push_back(w);
   }
-  for (const WeightMatrix* w : used) {
-    if (w->packed != nullptr) continue;  // read from the packed copy, not the mapping
-    ck.store.populate_pages(w->data, static_cast<size_t>(w->rows * w->row_bytes()));
+  return all;
+}
+
+// The head scatters over the whole token table: left to first touches, its pages were faulted in
+// region by region, and the first 4-draft round of a process took 70-100 ms, not 45-55.
+void Drafter::map_pages_in() {
+  const TensorStore& store = checkpoint_->store;
+  for (const WeightMatrix* w : matrices()) {
+    store.populate_pages(w->data, static_cast<size_t>(w->rows * w->row_bytes()));
     if (w->format == WeightFormat::Affine) {
       const auto params = static_cast<size_t>(w->rows * w->groups_per_row()) * dtype_size(w->scale_dtype);
-      ck.store.populate_pages(w->scales, params);
-      ck.store.populate_pages(w->biases, params);
+      store.populate_pages(w->scales, params);
+      store.populate_pages(w->biases, params);
     }
   }
+}
+
+void Drafter::copy_dense_matrices(int bits, ThreadPool& pool) {
+  if (bits == 0) return;
+  constexpr int kGroupSize = 64;  // the group of the MLX 4-bit checkpoints, whose kernels it uses
+  std::vector<WeightMatrix*> dense = matrices();
+  std::erase_if(dense, [](const WeightMatrix* w) { return !affine_copyable(*w, kGroupSize); });
+  copies_.reserve(dense.size());
+  for (WeightMatrix* w : dense) {
+    copies_.emplace_back(*w, bits, kGroupSize, pool);
+    *w = copies_.back().matrix();
+  }
+  if (!copies_.empty()) copy_bits_ = bits;
+}
+
+std::string drafter_copies_note(const Drafter& drafter) {
+  if (drafter.copy_bits() == 0) return {};
+  return fmt::format("{}-bit copies of {} matrices", drafter.copy_bits(), drafter.copied_matrices());
 }
 
 DraftStep Drafter::step(int32_t token, const float* g, const TargetCache& cache, int64_t k, ThreadPool& pool) const {

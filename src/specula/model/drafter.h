@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "specula/io/checkpoint.h"
+#include "specula/kernels/affine_copy.h"
 #include "specula/kernels/packed_affine.h"
 #include "specula/kernels/rope.h"
 #include "specula/kernels/weight_matrix.h"
@@ -35,6 +36,21 @@ enum class DrafterConvention { Ollama, MlxBun };
 const char* drafter_convention_name(DrafterConvention c);  // "ollama" / "mlx-bun"
 // Throws specula::Error naming the value and the accepted names.
 DrafterConvention parse_drafter_convention(const std::string& name);
+
+// Whether the drafter's dense (16- or 32-bit) matrices are replaced at load by 4- or 8-bit affine
+// copies (kernels/affine_copy.h). It changes what a draft step costs and which drafts it proposes,
+// never the output: the target verifies every draft.
+//  * Auto (default): 4-bit copies when the head is dense and the precision is fast or int8 (the
+//    dense tied head of the larger assistants is 262144 x 1024 bf16, read whole every draft step);
+//    the stored weights otherwise, and always in exact precision;
+//  * None: the stored weights;
+//  * Q4 / Q8: 4-bit / 8-bit copies of every dense matrix, whatever the head and precision.
+enum class DrafterQuant { Auto, None, Q4, Q8 };
+const char* drafter_quant_name(DrafterQuant q);  // "auto" / "none" / "q4" / "q8"
+// Throws specula::Error naming the value and the accepted names.
+DrafterQuant parse_drafter_quant(const std::string& name);
+// The copies' bits (4 or 8), or 0 for the stored weights.
+int drafter_quant_bits(DrafterQuant q, bool centroid_head, Precision precision);
 
 struct DraftCandidate {
   int32_t id = 0;
@@ -70,8 +86,10 @@ class Drafter {
   // Loads the drafter checkpoint and checks it against the target (docs/gemma4.md §7); throws
   // specula::Error listing every incompatibility with both values.
   static std::unique_ptr<Drafter> load(const std::string& dir, const TargetModel& target,
-                                       DrafterConvention convention = DrafterConvention::Ollama);
-  Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetModel& target, DrafterConvention convention);
+                                       DrafterConvention convention = DrafterConvention::Ollama,
+                                       DrafterQuant quant = DrafterQuant::Auto);
+  Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetModel& target, DrafterConvention convention,
+          DrafterQuant quant = DrafterQuant::Auto);
   ~Drafter();
 
   const DrafterCheckpoint& checkpoint() const { return *checkpoint_; }
@@ -80,6 +98,9 @@ class Drafter {
   int64_t hidden_size() const { return hidden_; }             // h
   int64_t backbone_hidden_size() const { return backbone_; }  // H_b (= the target's H)
   int64_t vocab_size() const { return vocab_; }
+  // Bits of the affine copies made at load (0: the stored weights), and how many matrices have one.
+  int copy_bits() const { return copy_bits_; }
+  int copied_matrices() const { return static_cast<int>(copies_.size()); }
 
   // One draft step k (0-based within the round) extending `token` with backbone hidden `g`
   // ([H_b]: the target's final-norm hidden for k = 0, the previous step's post_projection after),
@@ -99,6 +120,9 @@ class Drafter {
   void mlp_block(const Layer& L, int64_t n, Workspace& ws, const Linear& linear) const;
   void head(int64_t n, std::vector<DraftStep>& out, const Linear& linear) const;
   void centroid_candidates(const float* x, const float* cluster_scores, DraftStep& out, const Linear& linear) const;
+  std::vector<WeightMatrix*> matrices();  // every matrix a step reads
+  void map_pages_in();
+  void copy_dense_matrices(int bits, ThreadPool& pool);
 
   std::unique_ptr<DrafterCheckpoint> checkpoint_;
   const TargetModel& target_;
@@ -110,6 +134,8 @@ class Drafter {
   int sliding_donor_ = -1;
   int full_donor_ = -1;
   WeightMatrix pre_projection_, post_projection_, embed_tokens_, centroids_;
+  std::vector<AffineCopy> copies_;  // DrafterQuant: the affine copies the matrices point at
+  int copy_bits_ = 0;
   PackedBuffer packed_;  // fast precision: quantized matrices in the fast kernels' layout
   std::vector<float> final_norm_;
   std::vector<int32_t> token_ordering_;  // centroid head: [C * P]
@@ -117,5 +143,8 @@ class Drafter {
   std::vector<Layer> layers_;
   std::unique_ptr<Workspace> ws_;
 };
+
+// "4-bit copies of 23 matrices" when the drafter runs affine copies (DrafterQuant), else "".
+std::string drafter_copies_note(const Drafter& drafter);
 
 }  // namespace specula
