@@ -91,7 +91,8 @@ TEST(DrafterCopies, CopiedHeadScoresStayCloseToTheStoredHead) {
   double largest = 0.0;
   for (float s : want.candidate_scores) largest = std::max(largest, std::fabs(static_cast<double>(s)));
   for (const auto& [quant, bound] : {std::pair{DrafterQuant::Q8, 0.02}, std::pair{DrafterQuant::Q4, 0.3}}) {
-    const DraftStep got = load_drafter(kDenseHead, *model, quant)->step(prompt.back(), out.hidden_row(0), cache, 0, pool);
+    const DraftStep got =
+        load_drafter(kDenseHead, *model, quant)->step(prompt.back(), out.hidden_row(0), cache, 0, pool);
     ASSERT_EQ(got.candidate_ids, want.candidate_ids);
     double diff = 0.0;
     for (size_t i = 0; i < got.candidate_scores.size(); ++i)

@@ -47,6 +47,7 @@ std::vector<Case> cases() {
   for (int bits : {4, 8})
     for (int gs : {32, 64, 128})
       for (DType sd : {DType::BF16, DType::F16, DType::F32}) out.push_back({bits, gs, sd});
+  for (DType sd : {DType::BF16, DType::F16, DType::F32}) out.push_back({8, 16, sd});  // GGUF Q6_K
   return out;
 }
 

@@ -46,6 +46,8 @@ std::vector<Spec> fast_formats() {
       for (DType sd : {DType::BF16, DType::F16, DType::F32}) out.push_back({WeightFormat::Affine, bits, gs, sd});
     }
   }
+  // Groups of 16 (GGUF Q6_K): 8-bit only, on the AVX2 kernel whatever the CPU.
+  for (DType sd : {DType::BF16, DType::F16, DType::F32}) out.push_back({WeightFormat::Affine, 8, 16, sd});
   return out;
 }
 
@@ -138,6 +140,25 @@ TEST(MatmulFast, SupportFollowsFormatAndCpu) {
   EXPECT_STREQ(precision_name(Precision::Int8), "int8");
   EXPECT_THROW(parse_precision("int4"), Error);
   EXPECT_THROW(parse_precision("Fast"), Error);
+}
+
+// Groups of 16 come only from GGUF Q6_K (8-bit codes): the AVX2 kernel runs them on every CPU with
+// AVX2, AVX-512 ones included; 4-bit groups of 16 have no fast kernel and run the exact one.
+TEST(MatmulFast, GroupsOf16RunTheAvx2KernelWhereverItRuns) {
+  IsaGuard guard;
+  std::mt19937 rng(4);
+  const Weights q8 = make_weights({WeightFormat::Affine, 8, 16, DType::F32}, 4, 128, rng);
+  const Weights q4 = make_weights({WeightFormat::Affine, 4, 16, DType::F32}, 4, 128, rng);
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (isa > detected_isa()) continue;
+    set_active_isa(isa);
+    EXPECT_EQ(fast_matmul_supported(q8.w), isa >= Isa::Avx2) << isa_name(isa);
+    EXPECT_EQ(fast_kernel_name(q8.w, Precision::Fast) != nullptr ? std::string(fast_kernel_name(q8.w, Precision::Fast))
+                                                                 : std::string("none"),
+              isa >= Isa::Avx2 ? "avx2 int16" : "none")
+        << isa_name(isa);
+    EXPECT_FALSE(fast_matmul_supported(q4.w)) << isa_name(isa);
+  }
 }
 
 // Every format, shapes whose K leaves a partial 64-byte block (4-bit K = 96, 160; bf16 K = 40).

@@ -60,7 +60,7 @@ std::vector<FormatSpec> all_formats() {
                                  {WeightFormat::BF16, 0, 0, DType::BF16},
                                  {WeightFormat::F16, 0, 0, DType::F16}};
   for (int bits : {2, 3, 4, 5, 6, 8}) {
-    for (int gs : {32, 64, 128}) {
+    for (int gs : {16, 32, 64, 128}) {
       for (DType sd : {DType::BF16, DType::F16, DType::F32}) out.push_back({WeightFormat::Affine, bits, gs, sd});
     }
   }

@@ -29,6 +29,7 @@ std::vector<Format> packable_formats() {
       for (DType sd : {DType::BF16, DType::F16, DType::F32}) out.push_back({bits, gs, sd});
     }
   }
+  for (DType sd : {DType::BF16, DType::F16, DType::F32}) out.push_back({8, 16, sd});  // GGUF Q6_K
   return out;
 }
 

@@ -39,33 +39,34 @@ std::vector<float> random_row(int64_t n, unsigned seed) {
 TEST(GgmlAffine, EveryAffineTypeEqualsTheReferenceDequantizationBitForBit) {
   const int64_t n = 512;
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K,
-                     GgmlType::Q5_K}) {
+                     GgmlType::Q5_K, GgmlType::Q6_K}) {
     SCOPED_TRACE(std::string(ggml_type_name(t)));
     const std::vector<float> x = random_row(n, static_cast<unsigned>(t));
     std::vector<std::byte> blocks(*ggml_row_bytes(t, n));
     quantize_row_ggml(t, x.data(), blocks.data(), n);
     std::vector<float> want(n);
     dequantize_row_ggml(t, blocks.data(), want.data(), n);
-    const int bits = ggml_affine_bits(t);
+    const int bits = ggml_affine_bits(t), group = ggml_affine_group(t);
     ASSERT_GT(bits, 0);
+    EXPECT_EQ(group, t == GgmlType::Q6_K ? 16 : 32);
     std::vector<uint8_t> codes(n);
-    std::vector<float> scales(n / 32), biases(n / 32);
+    std::vector<float> scales(n / group), biases(n / group);
     ggml_row_to_affine(t, blocks.data(), n, codes.data(), scales.data(), biases.data());
     for (int64_t j = 0; j < n; ++j) {
-      ASSERT_LT(codes[j], 1u << bits) << j;
-      const float got = static_cast<float>(codes[j]) * scales[j / 32] + biases[j / 32];
+      ASSERT_LT(codes[j], t == GgmlType::Q6_K ? 64u : 1u << bits) << j;
+      const float got = static_cast<float>(codes[j]) * scales[j / group] + biases[j / group];
       ASSERT_EQ(got, want[j]) << "element " << j;
     }
   }
 }
 
 TEST(GgmlAffine, TypesWithoutAnAffineFormAreRefused) {
-  EXPECT_EQ(ggml_affine_bits(GgmlType::Q6_K), 0);
+  EXPECT_EQ(ggml_affine_bits(GgmlType::Q8_K), 0);
   EXPECT_EQ(ggml_affine_bits(GgmlType::F16), 0);
-  std::vector<std::byte> block(210);
+  std::vector<std::byte> block(292);
   uint8_t codes[256];
   float s[8], b[8];
-  EXPECT_NE(error_of([&] { ggml_row_to_affine(GgmlType::Q6_K, block.data(), 256, codes, s, b); }).find("q6_K"),
+  EXPECT_NE(error_of([&] { ggml_row_to_affine(GgmlType::Q8_K, block.data(), 256, codes, s, b); }).find("q8_K"),
             std::string::npos);
 }
 

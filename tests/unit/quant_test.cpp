@@ -20,7 +20,7 @@ namespace specula {
 namespace {
 
 const int kAllBits[] = {2, 3, 4, 5, 6, 8};
-const int kAllGroups[] = {32, 64, 128};
+const int kAllGroups[] = {16, 32, 64, 128};
 
 // Independent encoder: sets stream bit b*j + t for every set bit t of code j.
 std::vector<uint32_t> encode_bit_by_bit(const std::vector<uint8_t>& codes, int bits) {

@@ -156,7 +156,7 @@ ModuleRef resolve(const TensorStore& store, const QuantizationConfig& quant, con
   // Decide whom to blame: the quantization config (the tensors fit the expected input dim with
   // other bits/group) or the logical dimension (the tensors agree on some other input width).
   for (int b : {2, 3, 4, 5, 6, 8})
-    for (int g : {32, 64, 128})
+    for (int g : {16, 32, 64, 128})
       if (fits(in.value, b, g))
         fail("{}", wrong_quant(fmt::format("; the tensors look like bits {}, group_size {}", b, g)));
   if ((packed * 32) % spec.bits == 0) {

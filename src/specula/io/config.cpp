@@ -130,7 +130,7 @@ void append_unique(std::vector<int>& out, const std::vector<int>& add) {
 }
 
 bool valid_bits(int64_t b) { return b == 2 || b == 3 || b == 4 || b == 5 || b == 6 || b == 8; }
-bool valid_group(int64_t g) { return g == 32 || g == 64 || g == 128; }
+bool valid_group(int64_t g) { return g == 16 || g == 32 || g == 64 || g == 128; }
 
 // Fills the fields present in `r` into `spec` (absent ones keep the values already there).
 void read_quant_fields(const Reader& r, QuantSpec& spec) {
@@ -143,7 +143,7 @@ void read_quant_fields(const Reader& r, QuantSpec& spec) {
   if (const json* v = r.find("group_size")) {
     const int64_t g = r.int_value("group_size", *v, 0, 1 << 20);
     if (!valid_group(g))
-      fail("{}: key '{}' = {} is not a supported group size (32, 64, 128)", r.source(), r.key("group_size"), g);
+      fail("{}: key '{}' = {} is not a supported group size (16, 32, 64, 128)", r.source(), r.key("group_size"), g);
     spec.group_size = static_cast<int>(g);
   }
   if (auto m = r.opt_string("mode")) {

@@ -53,6 +53,27 @@ void k_block(uint16_t d16, uint16_t dmin16, const uint8_t scales_k[12], const ui
   }
 }
 
+// Q6_K super-block: 16 sub-blocks of 16, each with its own signed scale; codes are the stored
+// unsigned 6-bit values (q - 32 is the signed weight).
+void q6_k_block(const BlockQ6_K& b, uint8_t* codes, float* scales, float* biases) {
+  const float d = f16_to_f32(b.d);
+  for (int s = 0; s < 16; ++s) {
+    scales[s] = d * static_cast<float>(b.scales[s]);
+    biases[s] = -32.0f * scales[s];
+  }
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* ql = b.ql + 64 * h;
+    const uint8_t* qh = b.qh + 32 * h;
+    uint8_t* c = codes + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      c[l] = static_cast<uint8_t>((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4));
+      c[l + 32] = static_cast<uint8_t>((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4));
+      c[l + 64] = static_cast<uint8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+      c[l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+    }
+  }
+}
+
 }  // namespace
 
 int ggml_affine_bits(GgmlType t) {
@@ -63,21 +84,25 @@ int ggml_affine_bits(GgmlType t) {
     case GgmlType::Q5_0:
     case GgmlType::Q5_1:
     case GgmlType::Q5_K: return 5;
-    case GgmlType::Q8_0: return 8;
+    case GgmlType::Q8_0:
+    case GgmlType::Q6_K: return 8;
     default: return 0;
   }
 }
 
+int ggml_affine_group(GgmlType t) { return t == GgmlType::Q6_K ? 16 : 32; }
+
 void ggml_row_to_affine(GgmlType t, const void* src_v, int64_t n, uint8_t* codes, float* scales, float* biases) {
-  if (ggml_affine_bits(t) == 0) fail("ggml type {} has no affine group-32 form", ggml_type_name(t));
+  if (ggml_affine_bits(t) == 0) fail("ggml type {} has no affine form", ggml_type_name(t));
+  const int64_t group = ggml_affine_group(t);
   const int64_t bs = ggml_block_size(t);
   if (n < 0 || n % bs != 0) fail("row of {} elements is not a whole number of {} blocks", n, ggml_type_name(t));
   const auto* src = static_cast<const std::byte*>(src_v);
   const int64_t nb = n / bs;
   for (int64_t i = 0; i < nb; ++i) {
     uint8_t* c = codes + i * bs;
-    float* s = scales + i * bs / kGgmlAffineGroup;
-    float* b = biases + i * bs / kGgmlAffineGroup;
+    float* s = scales + i * bs / group;
+    float* b = biases + i * bs / group;
     switch (t) {
       case GgmlType::Q4_0: {
         const auto q = load_block<BlockQ4_0>(src, i);
@@ -124,6 +149,7 @@ void ggml_row_to_affine(GgmlType t, const void* src_v, int64_t n, uint8_t* codes
         k_block(q.d, q.dmin, q.scales, q.qs, q.qh, c, s, b);
         break;
       }
+      case GgmlType::Q6_K: q6_k_block(load_block<BlockQ6_K>(src, i), c, s, b); break;
       default: break;
     }
   }

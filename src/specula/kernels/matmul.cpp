@@ -46,7 +46,7 @@ void validate(int64_t m, int64_t ldx, const WeightMatrix& w, int64_t ldy) {
   if (w.format != WeightFormat::Affine) return;
   if (!is_supported_bits(w.bits)) fail("matmul: {} quantization bits not supported (2,3,4,5,6,8)", w.bits);
   if (!is_supported_group_size(w.group_size)) {
-    fail("matmul: group size {} not supported (32, 64, 128)", w.group_size);
+    fail("matmul: group size {} not supported (16, 32, 64, 128)", w.group_size);
   }
   if (w.cols % w.group_size != 0 || (w.cols * w.bits) % 32 != 0) {
     fail("matmul: K = {} is not a multiple of group size {} (and of 32-bit words)", w.cols, w.group_size);
@@ -66,6 +66,10 @@ FastKernel fast_kernel(const WeightMatrix& w) {
 #if defined(SPECULA_X86)
   const Isa isa = active_isa();
   const CpuFeatures& f = cpu_features();
+  if (w.format == WeightFormat::Affine && w.group_size == 16) {
+    // Groups of 16 (GGUF Q6_K as 8-bit codes) run the AVX2 kernel on AVX-512 CPUs too.
+    return w.bits == 8 && isa >= Isa::Avx2 ? FastKernel::Avx2Int16 : FastKernel::None;
+  }
   if (w.format == WeightFormat::Affine && (w.bits == 4 || w.bits == 8)) {
     if (isa == Isa::Avx512 && f.avx512vnni) return FastKernel::Avx512Vnni;
     if (isa >= Isa::Avx2) return FastKernel::Avx2Int16;  // the same bytes, more instructions
@@ -216,7 +220,8 @@ void matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float
       job.x_group_sums = x_group_sums.data();
       job.worker_rows = worker_rows.data();
     }
-    const bool wide = isa == Isa::Avx512;
+    // The AVX-512 affine kernels take groups of 32 to 128; groups of 16 run the AVX2 ones.
+    const bool wide = isa == Isa::Avx512 && !(w.format == WeightFormat::Affine && w.group_size == 16);
     (wide ? detail::matmul_avx512_prepare : detail::matmul_avx2_prepare)(job);
     const auto rows = wide ? detail::matmul_avx512_rows : detail::matmul_avx2_rows;
     pool.parallel_for_balanced(w.rows, detail::kMatmulGrain,

@@ -241,6 +241,9 @@ struct AffineKernels {
 
 template <int BITS>
 const AffineBlockFn* affine_kernels(int gs) {
+  if constexpr (BITS == 8) {
+    if (gs == 16) return AffineKernels<8, 16>::by_rows;
+  }
   return gs == 32   ? AffineKernels<BITS, 32>::by_rows
          : gs == 64 ? AffineKernels<BITS, 64>::by_rows
                     : AffineKernels<BITS, 128>::by_rows;

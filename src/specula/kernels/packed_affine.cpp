@@ -60,8 +60,10 @@ void pack_row_codes(const uint8_t* src, int64_t src_bytes, int bits, int j, uint
 }  // namespace
 
 bool packable(const WeightMatrix& w) {
-  return w.format == WeightFormat::Affine && (w.bits == 4 || w.bits == 8) && w.rows > 0 && w.cols > 0 &&
-         (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) && w.cols % w.group_size == 0;
+  const bool group = w.group_size == 32 || w.group_size == 64 || w.group_size == 128 ||
+                     (w.group_size == 16 && w.bits == 8);  // GGUF Q6_K
+  return w.format == WeightFormat::Affine && (w.bits == 4 || w.bits == 8) && w.rows > 0 && w.cols > 0 && group &&
+         w.cols % w.group_size == 0;
 }
 
 int64_t packed_group_bytes(const WeightMatrix& w) {

@@ -11,7 +11,7 @@ namespace specula {
 
 bool is_supported_bits(int bits) { return bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8; }
 
-bool is_supported_group_size(int gs) { return gs == 32 || gs == 64 || gs == 128; }
+bool is_supported_group_size(int gs) { return gs == 16 || gs == 32 || gs == 64 || gs == 128; }
 
 void pack_codes(std::span<const uint8_t> codes, int bits, std::span<uint32_t> words) {
   if (!is_supported_bits(bits)) fail("pack_codes: {} bits not supported (2,3,4,5,6,8)", bits);
@@ -58,7 +58,7 @@ void quantize_row_affine(std::span<const float> row, int bits, int group_size, s
                          std::span<float> scales, std::span<float> biases) {
   if (!is_supported_bits(bits)) fail("quantize_row_affine: {} bits not supported (2,3,4,5,6,8)", bits);
   if (!is_supported_group_size(group_size)) {
-    fail("quantize_row_affine: group size {} not supported (32, 64, 128)", group_size);
+    fail("quantize_row_affine: group size {} not supported (16, 32, 64, 128)", group_size);
   }
   const size_t n = row.size();
   if (n % static_cast<size_t>(group_size) != 0) {

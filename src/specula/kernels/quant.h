@@ -9,7 +9,7 @@
 namespace specula {
 
 bool is_supported_bits(int bits);      // 2, 3, 4, 5, 6, 8
-bool is_supported_group_size(int gs);  // 32, 64, 128
+bool is_supported_group_size(int gs);  // 16 (GGUF Q6_K), 32, 64, 128
 
 // Packs codes (each < 2^bits) of one row into ceil(n*bits/32) words (n*bits must be a multiple of 32).
 void pack_codes(std::span<const uint8_t> codes, int bits, std::span<uint32_t> words);

@@ -112,7 +112,7 @@ WeightMatrix weight_matrix(const ModuleRef& module, int64_t expert) {
   if (q.mode != "affine") fail("module '{}': quantization mode '{}' is not supported (only affine)", name, q.mode);
   if (!is_supported_bits(q.bits)) fail("module '{}': {} quantization bits not supported (2,3,4,5,6,8)", name, q.bits);
   if (!is_supported_group_size(q.group_size)) {
-    fail("module '{}': group size {} not supported (32, 64, 128)", name, q.group_size);
+    fail("module '{}': group size {} not supported (16, 32, 64, 128)", name, q.group_size);
   }
   if (cols % q.group_size != 0 || (cols * q.bits) % 32 != 0) {
     fail("module '{}': input width {} is not a multiple of group size {} and of 32/{} words", name, cols, q.group_size,

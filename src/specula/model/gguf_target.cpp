@@ -103,11 +103,11 @@ class TensorConverter {
     push(hf, DType::F32, logical_shape(t), as_bytes(out));
   }
 
-  // Repacks the blocks as MLX affine codes (docs/gemma4.md §4) with their group-32 scales and
+  // Repacks the blocks as MLX affine codes (docs/gemma4.md §4) with their group scales and
   // biases (kernels/ggml_affine.h: the same values, bit for bit).
   void affine(const GgufTensor& t, const std::string& hf) {
-    const int bits = ggml_affine_bits(t.type);
-    const int64_t rows = t.rows(), n = t.ne0(), groups = n / kGgmlAffineGroup, words = n * bits / 32;
+    const int bits = ggml_affine_bits(t.type), group = ggml_affine_group(t.type);
+    const int64_t rows = t.rows(), n = t.ne0(), groups = n / group, words = n * bits / 32;
     std::vector<uint32_t> packed(static_cast<size_t>(rows * words));
     std::vector<float> scales(static_cast<size_t>(rows * groups)), biases(scales.size());
     std::vector<uint8_t> codes(static_cast<size_t>(n));
@@ -129,8 +129,8 @@ class TensorConverter {
       push(module + ".biases", DType::F32, group_shape, as_bytes(biases));
     }
     nlohmann::json& q = config_["quantization"];
-    if (q.is_null()) q = {{"bits", bits}, {"group_size", kGgmlAffineGroup}, {"mode", "affine"}};
-    q[module] = {{"bits", bits}, {"group_size", kGgmlAffineGroup}};
+    if (q.is_null()) q = {{"bits", bits}, {"group_size", group}, {"mode", "affine"}};
+    q[module] = {{"bits", bits}, {"group_size", group}};
   }
 
   static std::vector<uint16_t> to_f16(const std::vector<float>& v) {

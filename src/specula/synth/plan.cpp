@@ -449,6 +449,8 @@ void add_towers(Builder& b, const Preset& p, int64_t text_hidden, Naming naming)
 }
 
 std::string bits_list() { return "2, 3, 4, 5, 6, 8"; }
+// The group sizes MLX checkpoints use (the loader also takes 16, which only GGUF Q6_K produces).
+bool is_mlx_group_size(int g) { return g == 32 || g == 64 || g == 128; }
 std::string group_list() { return "32, 64, 128"; }
 
 }  // namespace
@@ -476,7 +478,7 @@ void validate_options(const SynthOptions& o) {
     if (!is_supported_bits(o.quant->bits)) {
       fail("synth: unsupported bits {} (allowed: {})", o.quant->bits, bits_list());
     }
-    if (!is_supported_group_size(o.quant->group_size)) {
+    if (!is_mlx_group_size(o.quant->group_size)) {
       fail("synth: unsupported group size {} (allowed: {})", o.quant->group_size, group_list());
     }
     if (o.quant->mode != "affine") fail("synth: unsupported quantization mode '{}' (allowed: affine)", o.quant->mode);
