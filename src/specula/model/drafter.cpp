@@ -251,9 +251,6 @@ Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetMode
       fail("drafter {}: {}self_attn.q_proj is [{}, {}], expected [heads*{}, {}]", ck.dir, p, L.q_proj.rows,
            L.q_proj.cols, D, hidden_);
   }
-  // Every step reads all of the drafter's matrices: map their pages in before they are copied or
-  // packed, or read as they are.
-  map_pages_in();
   ThreadPool pool(target.options().load_threads);
   copy_dense_matrices(drafter_quant_bits(quant, ck.centroid_head, target.options().precision), pool);
   if (is_low_precision(target.options().precision)) {
@@ -264,6 +261,7 @@ Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetMode
     std::erase_if(fast, [](const WeightMatrix* w) { return !packable(*w) || !fast_matmul_supported(*w); });
     packed_ = pack_matrices(fast, pool);
   }
+  map_pages_in();
 }
 
 std::vector<WeightMatrix*> Drafter::matrices() {
@@ -275,11 +273,14 @@ std::vector<WeightMatrix*> Drafter::matrices() {
   return all;
 }
 
-// The head scatters over the whole token table: left to first touches, its pages were faulted in
-// region by region, and the first 4-draft round of a process took 70-100 ms, not 45-55.
+// Every step reads all of the drafter's matrices, and its head scatters over the whole token
+// table: left to first touches, their pages were faulted in region by region, and the first
+// 4-draft round of a process took 70-100 ms, not 45-55. Packed matrices are read from their packed
+// copy, and affine copies are not in the mapping (populate_pages ignores them).
 void Drafter::map_pages_in() {
   const TensorStore& store = checkpoint_->store;
   for (const WeightMatrix* w : matrices()) {
+    if (w->packed != nullptr) continue;
     store.populate_pages(w->data, static_cast<size_t>(w->rows * w->row_bytes()));
     if (w->format == WeightFormat::Affine) {
       const auto params = static_cast<size_t>(w->rows * w->groups_per_row()) * dtype_size(w->scale_dtype);
@@ -297,6 +298,7 @@ void Drafter::copy_dense_matrices(int bits, ThreadPool& pool) {
   copies_.reserve(dense.size());
   for (WeightMatrix* w : dense) {
     copies_.emplace_back(*w, bits, kGroupSize, pool);
+    checkpoint_->store.release_pages(w->data, static_cast<size_t>(w->rows * w->row_bytes()));  // read once
     *w = copies_.back().matrix();
   }
   if (!copies_.empty()) copy_bits_ = bits;
