@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "specula/kernels/kv_type.h"
 #include "specula/kernels/matmul.h"
 
 namespace specula::bench {
@@ -24,6 +25,7 @@ struct ConcurrencyOptions {
   std::vector<int> concurrency = {1, 2, 4, 8};
   int threads = 2;
   Precision precision = Precision::Fast;
+  KvType kv_type = KvType::F32;
   int64_t runs = 1;            // the median run (by aggregate tok/s) is reported
   int64_t prompt_tokens = 64;  // each stream's own prompt
   int64_t tokens = 32;         // generated per stream

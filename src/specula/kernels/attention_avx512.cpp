@@ -7,7 +7,8 @@
 // accumulators in memory and run one dependent chain of adds per score. Here every K and V row is
 // read once for all the tasks (a GQA group's heads, and the rows of a verify chunk), several keys'
 // dot products run side by side (independent chains), a slice of the V accumulators of up to 4
-// tasks stays in registers over a block of keys, and the rows ahead are prefetched.
+// tasks stays in registers over a block of keys, and the rows ahead are prefetched. A bf16 store's
+// rows are widened exactly into a block of f32 rows as they are read, then summed the same way.
 #include <immintrin.h>
 
 #include "specula/kernels/attention.h"
@@ -22,6 +23,8 @@ constexpr int kHeadsAtOnce = 4;        // V accumulators of this many tasks ...
 constexpr int kVecsAtOnce = 4;         // ... times this many vectors (64 dims) held in registers
 constexpr int64_t kPrefetchKeys = 16;  // how far ahead K and V rows are fetched
 constexpr int64_t kKeyBlock = 32;      // V rows summed while in L1 (32 rows of <= 2 KiB per head)
+static_assert(kKeyBlock <= kAttentionRowBlock && kKeysAtOnce <= kAttentionRowBlock,
+              "the widened-row scratch holds one block of keys");
 
 // No standard-library or header inline functions here (std::min, KvStoreView::k_row): a copy
 // compiled with AVX-512 could be the one the linker keeps for baseline callers.
@@ -31,13 +34,16 @@ inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 // key): the physical row advances by one, wrapping at the ring's end or moving to the next block.
 class RowWalker {
  public:
-  RowWalker(const float* const* blocks, const KvStoreView& kv, int64_t pos)
-      : blocks_(blocks), wrap_(kv.wrap), block_rows_(kv.block_rows), stride_(kv.kv_heads * kv.head_dim) {
+  RowWalker(const void* const* blocks, const KvStoreView& kv, int64_t pos)
+      : blocks_(blocks),
+        wrap_(kv.wrap),
+        block_rows_(kv.block_rows),
+        stride_(kv.kv_heads * kv.head_dim * (kv.type == KvType::Bf16 ? 2 : 4)) {
     r_ = wrap_ > 0 ? pos % wrap_ : pos;
     b_ = r_ / block_rows_;
     o_ = r_ % block_rows_;
   }
-  const float* row() const { return blocks_[b_] + o_ * stride_; }
+  const char* row() const { return static_cast<const char*>(blocks_[b_]) + o_ * stride_; }
   void next() {
     ++r_;
     ++o_;
@@ -50,8 +56,8 @@ class RowWalker {
   }
 
  private:
-  const float* const* blocks_;
-  int64_t wrap_, block_rows_, stride_;
+  const void* const* blocks_;
+  int64_t wrap_, block_rows_, stride_;  // stride in bytes
   int64_t r_ = 0, b_ = 0, o_ = 0;
 };
 
@@ -60,15 +66,18 @@ class RowWalker {
 // prefetchers follow poorly, and one core alone would otherwise wait on every row.
 class RowPrefetcher {
  public:
-  RowPrefetcher(const float* const* blocks, const KvStoreView& kv, int64_t first_key, int64_t n, int64_t kvh,
+  RowPrefetcher(const void* const* blocks, const KvStoreView& kv, int64_t first_key, int64_t n, int64_t kvh,
                 int64_t distance)
-      : walk_(blocks, kv, first_key), bytes_(kv.head_dim * 4), offset_(kvh * kv.head_dim), left_(n) {
+      : walk_(blocks, kv, first_key),
+        bytes_(kv.head_dim * (kv.type == KvType::Bf16 ? 2 : 4)),
+        offset_(kvh * bytes_),
+        left_(n) {
     for (int64_t i = 0; i < distance && left_ > 0; ++i) advance();
   }
   // Called once per key consumed.
   void advance() {
     if (left_ <= 0) return;
-    const char* p = reinterpret_cast<const char*>(walk_.row() + offset_);
+    const char* p = walk_.row() + offset_;
     for (int64_t b = 0; b < bytes_; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
     walk_.next();
     --left_;
@@ -76,24 +85,54 @@ class RowPrefetcher {
 
  private:
   RowWalker walk_;
-  int64_t bytes_, offset_, left_;
+  int64_t bytes_, offset_, left_;  // bytes of one head's part; its offset in the row
 };
 
-// The head's part of the K or V rows of keys [lo, lo + span), handed out block by block, with the
-// rows kPrefetchKeys ahead prefetched.
+// n bf16 values widened to f32: each the 16-bit pattern shifted into the top half (exact).
+inline void widen_bf16(const uint16_t* src, int64_t n, float* dst) {
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + j)));
+    _mm512_storeu_ps(dst + j, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+  }
+  if (j < n) {
+    const auto m = static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, src + j));
+    _mm512_mask_storeu_ps(dst + j, m, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+  }
+}
+
+// The head's part of the K or V rows of keys [lo, lo + span) as f32, handed out block by block
+// (at most kKeyBlock keys), with the rows kPrefetchKeys ahead prefetched. An f32 store hands out
+// pointers into itself; a bf16 store's rows are widened into `widened` (kKeyBlock x head_dim).
 class KeyRows {
  public:
-  KeyRows(const float* const* blocks, const KvStoreView& kv, int64_t lo, int64_t span, int64_t kvh)
-      : walk_(blocks, kv, lo), ahead_(blocks, kv, lo, span, kvh, kPrefetchKeys), offset_(kvh * kv.head_dim) {}
+  KeyRows(const void* const* blocks, const KvStoreView& kv, int64_t lo, int64_t span, int64_t kvh, float* widened)
+      : walk_(blocks, kv, lo),
+        ahead_(blocks, kv, lo, span, kvh, kPrefetchKeys),
+        bf16_(kv.type == KvType::Bf16),
+        d_(kv.head_dim),
+        offset_(kvh * kv.head_dim * (bf16_ ? 2 : 4)),
+        widened_(widened) {}
   // Fills rows[0, keys) with the next `keys` keys' rows.
   void next(int keys, const float** rows) {
-    for (int r = 0; r < keys; ++r, walk_.next(), ahead_.advance()) rows[r] = walk_.row() + offset_;
+    for (int r = 0; r < keys; ++r, walk_.next(), ahead_.advance()) {
+      const char* p = walk_.row() + offset_;
+      if (bf16_) {
+        widen_bf16(reinterpret_cast<const uint16_t*>(p), d_, widened_ + r * d_);
+        rows[r] = widened_ + r * d_;
+      } else {
+        rows[r] = reinterpret_cast<const float*>(p);
+      }
+    }
   }
 
  private:
   RowWalker walk_;
   RowPrefetcher ahead_;
-  int64_t offset_;
+  bool bf16_;
+  int64_t d_, offset_;  // offset in bytes
+  float* widened_;
 };
 
 // attention_dot's fold: part[i] += part[i + width] for width 8, 4, 2, 1.
@@ -158,10 +197,10 @@ void weighted_v_block(const float* const* rows, int keys, int64_t u0, const floa
 }  // namespace
 
 void attention_scores_avx512(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,
-                             int64_t span, float scale, float* scores) {
+                             int64_t span, float scale, float* scores, float* rows) {
   const int64_t d = kv.head_dim;
   // Tasks in the inner loop: each block of K rows is read from memory once for all of them.
-  KeyRows key_rows(kv.k_blocks, kv, lo, span, kvh);
+  KeyRows key_rows(kv.k_blocks, kv, lo, span, kvh, rows);
   const float* k[kKeysAtOnce];
   for (int64_t u = 0; u < span; u += kKeysAtOnce) {
     const int keys = static_cast<int>(min_i64(kKeysAtOnce, span - u));
@@ -182,13 +221,13 @@ void attention_scores_avx512(const HeadTask* tasks, int64_t count, const KvStore
 }
 
 void weighted_v_avx512(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,
-                       int64_t span, const float* w, const float* inv, float* acc) {
+                       int64_t span, const float* w, const float* inv, float* acc, float* widened) {
   const int64_t d = kv.head_dim;
   for (int64_t j = 0; j < count * d; ++j) acc[j] = 0.0f;
   int64_t begin[kHeadsAtOnce], end[kHeadsAtOnce];
   // Keys in blocks whose V rows stay in L1 while every (tasks, 64 dims) slice of them is summed:
   // each V row comes from memory once.
-  KeyRows value_rows(kv.v_blocks, kv, lo, span, kvh);
+  KeyRows value_rows(kv.v_blocks, kv, lo, span, kvh, widened);
   const float* rows[kKeyBlock];
   for (int64_t u0 = 0; u0 < span; u0 += kKeyBlock) {
     const int keys = static_cast<int>(min_i64(kKeyBlock, span - u0));

@@ -9,14 +9,15 @@ namespace specula::detail {
 
 #if defined(SPECULA_X86)
 // scores[i * span + (t - lo)] = attention_dot(tasks[i].q, K row of key t) * scale for each task's
-// keys t; [lo, lo + span) holds every task's range.
+// keys t; [lo, lo + span) holds every task's range. rows: kAttentionRowBlock * head_dim floats of
+// scratch where bf16 rows are widened (unused for f32 stores).
 void attention_scores_avx512(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,
-                             int64_t span, float scale, float* scores);
+                             int64_t span, float scale, float* scores, float* rows);
 
 // tasks[i].out[j] = (sum over the task's keys t ascending of w[i * span + (t - lo)] * V[t][j]) * inv[i];
-// acc: count * head_dim floats of scratch.
+// acc: count * head_dim floats of scratch; rows as above.
 void weighted_v_avx512(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,
-                       int64_t span, const float* w, const float* inv, float* acc);
+                       int64_t span, const float* w, const float* inv, float* acc, float* rows);
 #endif
 
 }  // namespace specula::detail
