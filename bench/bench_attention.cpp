@@ -1,7 +1,8 @@
 // Decode attention (one query row) at Gemma-4-E4B geometry: 8 query heads over 2 KV heads, head
 // dim 256 (sliding layers) and 512 (full layers), contexts 128 / 512 / 2048 keys, portable
-// (scalar) vs AVX-512 kernels, 1 and 2 threads. Several distinct K/V stores are cycled so the keys
-// come from memory as they do in a forward pass of 42 layers. Counter "GB/s" = K and V bytes read.
+// (scalar) vs AVX-512 kernels, 1 and 2 threads, f32 and bf16 K/V rows. Several distinct K/V stores
+// are cycled so the keys come from memory as they do in a forward pass of 42 layers. Counter
+// "GB/s" = K and V bytes read.
 //
 //   build-*/bench/bench_attention --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>
@@ -12,6 +13,7 @@
 
 #include "specula/kernels/attention.h"
 #include "specula/kernels/isa.h"
+#include "specula/util/half.h"
 
 namespace specula {
 namespace {
@@ -21,8 +23,15 @@ constexpr int kStores = 24;  // > L3 for the larger shapes: keys stream from DRA
 
 struct KvStores {
   std::vector<std::vector<float>> k, v;
-  std::vector<const float*> kp, vp;  // one block per store
+  std::vector<std::vector<uint16_t>> k16, v16;  // the same values rounded to bf16
+  std::vector<const void*> kp, vp, kp16, vp16;  // one block per store
 };
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
+  std::vector<uint16_t> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r[i] = f32_to_bf16(x[i]);
+  return r;
+}
 
 const KvStores& stores(int64_t keys, int64_t dim) {
   static int64_t cached_keys = 0, cached_dim = 0;
@@ -40,6 +49,10 @@ const KvStores& stores(int64_t keys, int64_t dim) {
     for (float& x : slot->v.back()) x = nd(rng);
     slot->kp.push_back(slot->k.back().data());
     slot->vp.push_back(slot->v.back().data());
+    slot->k16.push_back(to_bf16(slot->k.back()));
+    slot->v16.push_back(to_bf16(slot->v.back()));
+    slot->kp16.push_back(slot->k16.back().data());
+    slot->vp16.push_back(slot->v16.back().data());
   }
   return *slot;
 }
@@ -49,6 +62,7 @@ void BM_DecodeAttention(benchmark::State& state) {
   const int64_t dim = state.range(1);
   const bool wide = state.range(2) != 0;
   const int threads = static_cast<int>(state.range(3));
+  const KvType type = state.range(4) != 0 ? KvType::Bf16 : KvType::F32;
   if (wide && detected_isa() != Isa::Avx512) {
     state.SkipWithError("no AVX-512 on this CPU");
     return;
@@ -62,8 +76,9 @@ void BM_DecodeAttention(benchmark::State& state) {
   int s = 0;
   for (auto _ : state) {
     KvStoreView view;
-    view.k_blocks = &kv.kp[s];
-    view.v_blocks = &kv.vp[s];
+    view.k_blocks = type == KvType::Bf16 ? &kv.kp16[s] : &kv.kp[s];
+    view.v_blocks = type == KvType::Bf16 ? &kv.vp16[s] : &kv.vp[s];
+    view.type = type;
     view.block_rows = keys;
     view.kv_heads = kKvHeads;
     view.head_dim = dim;
@@ -72,14 +87,14 @@ void BM_DecodeAttention(benchmark::State& state) {
     s = (s + 1) % kStores;
   }
   set_active_isa(detected_isa());
-  const double bytes = 2.0 * static_cast<double>(keys * kKvHeads * dim) * sizeof(float);
+  const double bytes = 2.0 * static_cast<double>(keys * kKvHeads * dim * kv_type_bytes(type));
   state.counters["GB/s"] =
       benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 
 BENCHMARK(BM_DecodeAttention)
-    ->ArgNames({"keys", "dim", "avx512", "threads"})
-    ->ArgsProduct({{128, 512, 2048}, {256, 512}, {0, 1}, {1, 2}})
+    ->ArgNames({"keys", "dim", "avx512", "threads", "bf16"})
+    ->ArgsProduct({{128, 512, 2048}, {256, 512}, {0, 1}, {1, 2}, {0, 1}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

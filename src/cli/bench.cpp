@@ -16,10 +16,12 @@
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/kv_type_option.h"
 #include "cli/model_path.h"
 #include "specula/bench/bench_report.h"
 #include "specula/bench/bench_suite.h"
 #include "specula/bench/concurrency_bench.h"
+#include "specula/bench/long_context_bench.h"
 #include "specula/bench/synthetic_models.h"
 #include "specula/kernels/isa.h"
 #include "specula/kernels/matmul.h"
@@ -43,12 +45,14 @@ struct BenchArgs {
   bool json = false;
   std::string precision = "fast";
   std::string draft_quant = "auto";
+  std::string kv_type = "f32";
   bool quick = false;
   int64_t runs = 0;  // 0: the default of the chosen mode (full or quick)
   int64_t prompt_tokens = 0;
   int64_t decode_tokens = 0;
   int64_t spec_tokens = 0;
-  std::vector<int> concurrency;  // --concurrency: the batching benchmark instead of the suite
+  std::vector<int> concurrency;   // --concurrency: the batching benchmark instead of the suite
+  std::vector<int64_t> contexts;  // --contexts: the long-context benchmark instead of the suite
   double acceptance = 0.7;
   std::string gamma = "auto";
   int64_t step_rows = 0;
@@ -98,6 +102,7 @@ void run_concurrency_bench(const BenchArgs& a) {
   o.threads = *std::max_element(a.threads.begin(), a.threads.end());
   o.precision = parse_precision(a.precision);
   o.draft_quant = parse_drafter_quant(a.draft_quant);
+  o.kv_type = parse_kv_type(a.kv_type);
   o.packed_cache_dir = default_packed_cache_dir();
   if (a.runs > 0) o.runs = a.runs;
   if (a.prompt_tokens > 0) o.prompt_tokens = a.prompt_tokens;
@@ -109,6 +114,26 @@ void run_concurrency_bench(const BenchArgs& a) {
   for (const bench::ModelToBench& m : models_to_bench(a, {"e4b"})) {
     const bench::ConcurrencyReport r = bench::bench_concurrency(m.model_dir, m.drafter_dir, o, log_line);
     const std::string out = a.json ? bench::concurrency_json(r).dump(2) + "\n" : bench::concurrency_markdown(r);
+    std::fputs(out.c_str(), stdout);
+    std::fflush(stdout);
+  }
+}
+
+// --contexts: decode and verify cost as the context grows (bench/long_context_bench.h).
+void run_long_context_bench(const BenchArgs& a) {
+  if (!a.draft.empty())
+    throw CLI::ValidationError("--draft", "is not used with --contexts (the target alone is timed)");
+  bench::LongContextOptions o = a.quick ? bench::LongContextOptions::quick() : bench::LongContextOptions{};
+  o.contexts = a.contexts;
+  o.threads = *std::max_element(a.threads.begin(), a.threads.end());
+  o.precision = parse_precision(a.precision);
+  o.kv_type = parse_kv_type(a.kv_type);
+  o.packed_cache_dir = default_packed_cache_dir();
+  if (a.runs > 0) o.repeats = a.runs;
+  o.validate();
+  for (const bench::ModelToBench& m : models_to_bench(a, {"e4b"})) {
+    const bench::LongContextReport r = bench::bench_long_context(m.model_dir, o, log_line);
+    const std::string out = a.json ? bench::long_context_json(r).dump(2) + "\n" : bench::long_context_markdown(r);
     std::fputs(out.c_str(), stdout);
     std::fflush(stdout);
   }
@@ -127,6 +152,7 @@ void run_bench(const BenchArgs& a) {
     if (std::find(o.threads.begin(), o.threads.end(), t) == o.threads.end()) o.threads.push_back(t);
   o.precision = parse_precision(a.precision);
   o.draft_quant = parse_drafter_quant(a.draft_quant);
+  o.kv_type = parse_kv_type(a.kv_type);
   o.packed_cache_dir = default_packed_cache_dir();
   if (a.runs > 0) o.runs = a.runs;
   if (a.prompt_tokens > 0) o.prompt_tokens = a.prompt_tokens;
@@ -192,6 +218,7 @@ void add_bench_command(CLI::App& app) {
                   "precision), none (as stored), q4 or q8 (affine copies made at load)")
       ->check(CLI::IsMember({"auto", "none", "q4", "q8"}))
       ->capture_default_str();
+  add_kv_type_option(cmd, args->kv_type);
   cmd->add_option("--runs", args->runs, "runs per figure, the median is reported (default 3; --quick 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   cmd->add_option("--prompt-tokens", args->prompt_tokens, "prefill prompt length (default 512; --quick 32)")
@@ -208,6 +235,13 @@ void add_bench_command(CLI::App& app) {
                   "E4B + assistant; tokens per stream: --spec-tokens, default 32; prompt: --prompt-tokens, default 64)")
       ->delimiter(',')
       ->check(CLI::Range(1, 256));
+  cmd->add_option("--contexts", args->contexts,
+                  "instead of the suite: decode tok/s and the 4-row verify / decode ratio at each context, e.g. "
+                  "512,4096,16384,32768, with the caches filled by synthetic rows (no prefill; default model: "
+                  "synthetic E4B; --runs: timed calls per figure, default 5, --quick 1)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->excludes("--concurrency");
   cmd->add_option("--acceptance", args->acceptance, "with --concurrency: the speculative streams' acceptance p")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
@@ -219,6 +253,7 @@ void add_bench_command(CLI::App& app) {
       ->check(in_range(limits::kStepRows));
   cmd->callback([args] {
     if (!args->concurrency.empty()) return run_concurrency_bench(*args);
+    if (!args->contexts.empty()) return run_long_context_bench(*args);
     run_bench(*args);
   });
 }

@@ -1,5 +1,5 @@
 // `specula chat --model DIR [--draft DIR|lookup] [--gamma N|auto] [--system TEXT] [--max-tokens N]
-// [sampling flags] [--threads N] [--precision exact|fast|int8] [--chat-template FILE] [--ctx N]
+// [sampling flags] [--threads N] [--precision exact|fast|int8] [--kv-type f32|bf16] [--chat-template FILE] [--ctx N]
 // [--no-line-editing]`:
 // an interactive multi-turn chat on stdin/stdout (a terminal, where lines are edited with libedit
 // and earlier ones recalled with Up: cli/line_reader.h; or a pipe). Each turn renders the
@@ -24,6 +24,7 @@
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/interrupt.h"
+#include "cli/kv_type_option.h"
 #include "cli/line_reader.h"
 #include "cli/model_path.h"
 #include "specula/engine/engine.h"
@@ -45,6 +46,7 @@ struct ChatArgs {
   std::string system;
   std::string chat_template;
   std::string precision = "fast";
+  std::string kv_type = "f32";
   int64_t max_tokens = 1024;
   int threads = 0;
   int64_t ctx = 0;
@@ -107,6 +109,7 @@ int run_chat(const ChatArgs& a) {
   eo.max_context = a.ctx;
   eo.prefill_chunk = a.prefill_chunk;
   eo.precision = parse_precision(a.precision);
+  eo.kv_type = parse_kv_type(a.kv_type);
   eo.packed_cache_dir = default_packed_cache_dir();
   block_sigint_in_new_threads();
   std::unique_ptr<Engine> engine = Engine::load(eo, [](const std::string& line) { write_err(line + "\n"); });
@@ -233,6 +236,7 @@ void add_chat_command(CLI::App& app) {
       ->check(in_range(limits::kThreads));
   cmd->add_option("--precision", args->precision, "matmul precision: 'fast' (default), 'exact' or 'int8'")
       ->check(CLI::IsMember({"exact", "fast", "int8"}));
+  add_kv_type_option(cmd, args->kv_type);
   cmd->add_option("--chat-template", args->chat_template, "a Jinja chat template file replacing the checkpoint's");
   cmd->add_option("--ctx", args->ctx, "context limit in tokens (0 = the model's max_position_embeddings)")
       ->check(in_range(limits::kContext));

@@ -21,6 +21,7 @@
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/kv_type_option.h"
 #include "cli/model_path.h"
 #include "specula/engine/engine.h"
 #include "specula/model/packed_cache.h"
@@ -48,6 +49,7 @@ struct DemoArgs {
   int64_t max_tokens = 48;
   std::string cache_dir;
   std::string tokenizer_dir;
+  std::string kv_type = "f32";
   std::string gamma = "auto";
   int threads = 0;
 };
@@ -193,6 +195,7 @@ void run_demo(const DemoArgs& a) {
   eo.gamma = a.gamma;
   eo.threads = a.threads;
   eo.prompt_cache = false;
+  eo.kv_type = parse_kv_type(a.kv_type);
   eo.packed_cache_dir = default_packed_cache_dir();
   std::unique_ptr<Engine> engine = Engine::load(eo, [](const std::string& line) { say(line + "\n"); });
   if (engine->tokenizer() == nullptr) fail("{}/tokenizer.json not found: the demo needs the tokenizer", eo.model_dir);
@@ -264,6 +267,7 @@ void add_demo_command(CLI::App& app) {
                   "else the source tree's tests/data/tokenizer-gemma4)");
   cmd->add_option("--threads", args->threads, "worker threads (0 = one per hardware thread)")
       ->check(in_range(limits::kThreads));
+  add_kv_type_option(cmd, args->kv_type);
   cmd->callback([args] {
     warn_if_threads_above_cores("--threads", args->threads);
     run_demo(*args);

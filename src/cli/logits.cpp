@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/kv_type_option.h"
 #include "cli/model_path.h"
 #include "cli/token_list.h"
 #include "specula/kernels/softmax.h"
@@ -28,6 +29,7 @@ struct LogitsArgs {
   int threads = 0;
   int64_t prefill_chunk = kDefaultPrefillChunk;
   std::string precision = "exact";
+  std::string kv_type = "f32";
 };
 
 void run_logits(const LogitsArgs& a) {
@@ -35,6 +37,7 @@ void run_logits(const LogitsArgs& a) {
   TargetOptions opts;
   opts.prefill_chunk = a.prefill_chunk;
   opts.precision = parse_precision(a.precision);
+  opts.kv_type = parse_kv_type(a.kv_type);
   opts.packed_cache_dir = default_packed_cache_dir();
   opts.load_threads = a.threads;
   auto model = TargetModel::load(a.model, opts);
@@ -80,6 +83,7 @@ void add_logits_command(CLI::App& app) {
                   "activations for 4/8-bit matrices")
       ->check(CLI::IsMember({"exact", "fast", "int8"}))
       ->capture_default_str();
+  add_kv_type_option(cmd, args->kv_type);
   cmd->callback([args] { run_logits(*args); });
 }
 

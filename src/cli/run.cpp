@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/constraint_options.h"
 #include "cli/flag_checks.h"
+#include "cli/kv_type_option.h"
 #include "cli/model_path.h"
 #include "cli/run_speculative.h"
 #include "cli/text_prompt.h"
@@ -37,6 +38,7 @@ struct RunArgs {
   int64_t prefill_chunk = kDefaultPrefillChunk;
   int64_t max_context = 0;
   std::string precision = "fast";
+  std::string kv_type = "f32";
 };
 
 }  // namespace
@@ -69,6 +71,7 @@ void add_run_command(CLI::App& app) {
                   "multi-row verifies and prefill, far larger rounding error)")
       ->check(CLI::IsMember({"exact", "fast", "int8"}))
       ->capture_default_str();
+  add_kv_type_option(cmd, args->kv_type);
   add_speculative_options(cmd, *spec);
   cmd->get_option("--trace")->needs(json);
   auto constraint = std::make_shared<ConstraintArgs>();
@@ -104,6 +107,7 @@ void add_run_command(CLI::App& app) {
       b.prefill_chunk = args->prefill_chunk;
       b.max_context = args->max_context;
       b.precision = args->precision;
+      b.kv_type = args->kv_type;
       b.prompt_ids = prompt;
       if (constraint->requested()) b.constraint = load_constraint(*constraint, args->model);
       b.tokenizer_eos_ids = eos_ids;

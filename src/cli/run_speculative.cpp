@@ -82,6 +82,7 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
   opts.prefill_chunk = b.prefill_chunk;
   opts.max_context = b.max_context;
   opts.precision = parse_precision(b.precision);
+  opts.kv_type = parse_kv_type(b.kv_type);
   opts.packed_cache_dir = default_packed_cache_dir();
   opts.load_threads = b.threads;
   const int64_t needed = so.gamma.automatic ? so.gamma.max_gamma : so.gamma.fixed;

@@ -21,6 +21,7 @@
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/kv_type_option.h"
 #include "cli/model_path.h"
 #include "specula/engine/engine.h"
 #include "specula/kernels/isa.h"
@@ -35,6 +36,7 @@ namespace {
 struct ServeArgs {
   EngineOptions engine;
   std::string precision = "fast";
+  std::string kv_type = "f32";
   server::ServerOptions server;
   bool access_log = true;
 };
@@ -46,6 +48,7 @@ void print_line(const std::string& line, FILE* stream = stdout) {
 
 void run_serve(ServeArgs a) {
   a.engine.precision = parse_precision(a.precision);
+  a.engine.kv_type = parse_kv_type(a.kv_type);
   a.engine.parallel = a.server.parallel;
   a.engine.packed_cache_dir = default_packed_cache_dir();
   if (a.access_log) a.server.access_log = [](const std::string& line) { print_line(line, stderr); };
@@ -135,6 +138,7 @@ void add_serve_command(CLI::App& app) {
       ->check(in_range(limits::kPrefillChunk))
       ->capture_default_str();
   cmd->add_option("--precision", args->precision, "exact | fast | int8")->capture_default_str();
+  add_kv_type_option(cmd, args->kv_type);
   cmd->add_flag("!--no-prompt-cache", args->engine.prompt_cache, "prefill every request from scratch");
   cmd->add_option("--host", args->server.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", args->server.port, "port (0 = any free port, printed at startup)")

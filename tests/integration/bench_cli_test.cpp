@@ -116,6 +116,32 @@ TEST(BenchCli, TargetOnlyHasNoSpeculativeFigures) {
   EXPECT_TRUE(j.at("spec_speedup").empty());
 }
 
+TEST(BenchCli, LongContextsReportEveryContextAtHalfTheKvBytesInBf16) {
+  const std::string m = "bench --model " + kCase + "/model --quick --json --threads 1 --contexts 300,16";
+  const Result f32 = run_cli(m);
+  const Result bf16 = run_cli(m + " --kv-type bf16");
+  ASSERT_EQ(f32.code, 0) << f32.out;
+  ASSERT_EQ(bf16.code, 0) << bf16.out;
+  const nlohmann::json a = nlohmann::json::parse(f32.out), b = nlohmann::json::parse(bf16.out);
+  EXPECT_EQ(a.at("kv_type"), "f32");
+  EXPECT_EQ(b.at("kv_type"), "bf16");
+  ASSERT_EQ(a.at("contexts").size(), 2u);
+  ASSERT_EQ(b.at("contexts").size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const nlohmann::json& fa = a.at("contexts")[i];
+    const nlohmann::json& fb = b.at("contexts")[i];
+    EXPECT_EQ(fa.at("context").get<int64_t>(), i == 0 ? 16 : 300) << "ascending";
+    for (const char* key : {"decode_tok_per_s", "decode_ms", "verify_ms", "verify_ratio", "decode_vs_shortest"})
+      EXPECT_TRUE(positive_finite(fb.at(key))) << key;
+    EXPECT_EQ(fa.at("kv_bytes").get<uint64_t>(), 2 * fb.at("kv_bytes").get<uint64_t>());
+  }
+  EXPECT_GT(a.at("contexts")[1].at("kv_bytes").get<uint64_t>(), a.at("contexts")[0].at("kv_bytes").get<uint64_t>());
+  const Result too_long = run_cli("bench --model " + kCase + "/model --quick --contexts 500000", true);
+  EXPECT_EQ(too_long.code, 1);
+  EXPECT_NE(too_long.out.find("context 500000"), std::string::npos) << too_long.out;
+  EXPECT_EQ(run_cli("bench --model " + kCase + "/model --quick --contexts 16 --concurrency 1").code, 2);
+}
+
 TEST(BenchCli, BadFlagsAreUsageErrors) {
   const std::string m = "bench " + kModelArgs + " --quick ";
   EXPECT_EQ(run_cli(m + "--precision medium").code, 2);

@@ -1,7 +1,8 @@
 // Bitwise self-consistency of the target forward pass (docs/architecture.md §3, docs/gemma4.md §6)
 // on every tiny synth preset, dense and 4-bit, with prompts 3x longer than the sliding window:
 // one-shot prefill vs chunked prefill vs prefill + token-by-token decode, 1 vs 2 threads, rollback
-// + re-feed (also across the ring's wrap point) — all compared with memcmp, never a tolerance.
+// + re-feed (also across the ring's wrap point) — all compared with memcmp, never a tolerance;
+// with f32 KV caches, and bf16 ones on the 4-bit tiny E4B (KV sharing, per-layer inputs).
 #include <unistd.h>
 
 #include <cstring>
@@ -26,9 +27,12 @@ namespace fs = std::filesystem;
 struct Variant {
   std::string preset;
   bool quantized;
+  KvType kv_type = KvType::F32;
 };
 
-void PrintTo(const Variant& v, std::ostream* os) { *os << v.preset << (v.quantized ? " q4g64" : " bf16"); }
+void PrintTo(const Variant& v, std::ostream* os) {
+  *os << v.preset << (v.quantized ? " q4g64" : " bf16") << " kv " << kv_type_name(v.kv_type);
+}
 
 std::vector<Variant> variants() {
   std::vector<Variant> v;
@@ -36,12 +40,14 @@ std::vector<Variant> variants() {
     if (!p.tiny) continue;
     v.push_back({p.name, false});
     v.push_back({p.name, true});
+    if (p.name == "tiny-e4b") v.push_back({p.name, true, KvType::Bf16});  // one bf16-KV variant: CI time
   }
   return v;
 }
 
 std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
-  std::string s = info.param.preset + (info.param.quantized ? "_q4g64" : "_bf16");
+  std::string s = info.param.preset + (info.param.quantized ? "_q4g64" : "_bf16") +
+                  (info.param.kv_type == KvType::F32 ? "" : std::string("_kv_") + kv_type_name(info.param.kv_type));
   for (char& c : s)
     if (c == '-') c = '_';
   return s;
@@ -79,6 +85,7 @@ class SelfConsistency : public ::testing::TestWithParam<Variant> {
     CacheOptions o;
     o.rollback_reserve = reserve;
     o.max_chunk = max_chunk;
+    o.kv_type = GetParam().kv_type;
     return TargetCache(model_->config(), o);
   }
 
@@ -204,8 +211,8 @@ TEST_P(SelfConsistency, DrafterViewIsNewestWindowInOrder) {
     EXPECT_EQ(a.view_begin(), expect_begin);
     EXPECT_EQ(b.view_begin(), expect_begin);
     for (int64_t p = b.view_begin(); p < len; ++p) {
-      EXPECT_EQ(std::memcmp(a.k_row(p), b.k_row(p), sizeof(float) * a.row_floats()), 0);
-      EXPECT_EQ(std::memcmp(a.v_row(p), b.v_row(p), sizeof(float) * a.row_floats()), 0);
+      EXPECT_EQ(std::memcmp(a.k_row(p), b.k_row(p), static_cast<size_t>(a.row_bytes())), 0);
+      EXPECT_EQ(std::memcmp(a.v_row(p), b.v_row(p), static_cast<size_t>(a.row_bytes())), 0);
     }
   }
 }

@@ -1,9 +1,9 @@
 // Speculative decoding is exact: on the tiny golden models (sliding windows 4..8, both drafter
 // heads, quantized and dense targets, PLE / KV sharing / k_eq_v / MoE), greedy speculative output
 // equals plain greedy (generate_greedy) token for token for gamma 1..8 with contexts many times
-// longer than the window; forced drafts (all right, all wrong, a random mix, EOS inside the
-// accepted run, the budget ending mid-round) and prompt-lookup drafting too; speculative sampling
-// draws the first two tokens from exactly the distribution plain sampling draws from (chi-square
+// longer than the window, with f32 KV caches and (on a sample of the models) bf16 ones; forced drafts (all right, all
+// wrong, a random mix, EOS inside the accepted run, the budget ending mid-round) and prompt-lookup drafting too;
+// speculative sampling draws the first two tokens from exactly the distribution plain sampling draws from (chi-square
 // against the exact joint, false-alarm rate 1e-3 per test); mismatched drafter/target pairs fail
 // at load with clear errors.
 #include <algorithm>
@@ -56,13 +56,21 @@ std::vector<int32_t> plain_greedy(const TargetModel& model, std::span<const int3
 
 // ---- greedy equivalence on every golden model ----
 
-class SpecEquivalence : public ::testing::TestWithParam<std::string> {};
+struct SpecCase {
+  std::string name;  // golden case
+  KvType kv_type = KvType::F32;
+  std::vector<int64_t> gammas = {1, 2, 3, 4, 5, 6, 7, 8};  // fixed gammas run (then auto and lookup)
+};
+
+class SpecEquivalence : public ::testing::TestWithParam<SpecCase> {};
 
 TEST_P(SpecEquivalence, GreedyEqualsPlainForGamma1To8PastTheWindow) {
-  const auto dir = golden_root() / GetParam();
-  auto model = TargetModel::load((dir / "model").string());
+  const auto dir = golden_root() / GetParam().name;
+  TargetOptions to;
+  to.kv_type = GetParam().kv_type;
+  auto model = TargetModel::load((dir / "model").string(), to);
   const int64_t window = model->config().text.sliding_window;
-  std::vector<int32_t> prompt = golden_prompt(GetParam());
+  std::vector<int32_t> prompt = golden_prompt(GetParam().name);
   // Prompt alone several windows long; generation as long again.
   while (static_cast<int64_t>(prompt.size()) < 3 * window)
     prompt.insert(prompt.end(), prompt.begin() + 1, prompt.end());
@@ -72,7 +80,7 @@ TEST_P(SpecEquivalence, GreedyEqualsPlainForGamma1To8PastTheWindow) {
   ASSERT_EQ(static_cast<int64_t>(ref.size()), max_tokens);
   auto drafter = Drafter::load((dir / "drafter").string(), *model);
   TargetCache cache = model->new_cache();
-  for (int64_t gamma = 1; gamma <= 8; ++gamma) {
+  for (int64_t gamma : GetParam().gammas) {
     SpeculativeOptions o;
     o.max_tokens = max_tokens;
     o.ignore_eos = true;
@@ -128,10 +136,24 @@ TEST(SpecSamplingSeed, AutoGammaReproducesWhateverTheTimings) {
   EXPECT_EQ(gammas[0], gammas[2]);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllCases, SpecEquivalence, ::testing::ValuesIn(golden_case_names()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return spec_test::param_name(info.param);
-                         });
+std::vector<SpecCase> spec_cases(const std::vector<std::string>& names) {
+  std::vector<SpecCase> cases;
+  for (const std::string& n : names) cases.push_back({n});
+  return cases;
+}
+
+std::string spec_case_name(const ::testing::TestParamInfo<SpecCase>& info) {
+  return spec_test::param_name(info.param.name);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCases, SpecEquivalence, ::testing::ValuesIn(spec_cases(golden_case_names())),
+                         spec_case_name);
+// bf16 KV caches (one gamma, auto and lookup; CI time): a sliding window of 4, and KV sharing with
+// per-layer inputs.
+INSTANTIATE_TEST_SUITE_P(Bf16Kv, SpecEquivalence,
+                         ::testing::Values(SpecCase{"dense-q5g64-window4", KvType::Bf16, {3}},
+                                           SpecCase{"e4b-like-q4g64-mlx", KvType::Bf16, {3}}),
+                         spec_case_name);
 
 // ---- every tiny synthetic preset (sliding window 16), prompt 3 windows + 4 windows generated ----
 

@@ -295,6 +295,10 @@ void check_roundtrip(const std::string& preset_name, const Variant& v) {
   EXPECT_EQ(s.kv_bytes_per_token_sliding, expected_kv_per_token(text, LayerType::Sliding));
   EXPECT_EQ(s.kv_bytes_sliding_total, s.kv_bytes_per_token_sliding * 16);
   EXPECT_EQ(s.kv_bytes_at(100), s.kv_bytes_per_token_full * 100 + s.kv_bytes_sliding_total);
+  const nlohmann::json kv16 = summary_json(s).at("kv_cache_bf16");  // --kv-type bf16: half of every row
+  EXPECT_EQ(kv16.at("bytes_per_token_full").get<uint64_t>() * 2, s.kv_bytes_per_token_full);
+  EXPECT_EQ(kv16.at("bytes_per_token_sliding").get<uint64_t>() * 2, s.kv_bytes_per_token_sliding);
+  EXPECT_NE(format_summary(s).find("KV cache bf16"), std::string::npos);
   EXPECT_EQ(s.per_layer_inputs, text.hidden_size_per_layer_input > 0);
   EXPECT_EQ(s.kv_sharing, text.num_kv_shared_layers > 0);
   EXPECT_EQ(s.k_eq_v, text.attention_k_eq_v);

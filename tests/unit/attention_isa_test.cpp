@@ -1,7 +1,8 @@
 // attention() gives the same bytes with the AVX-512 kernels as with the
 // portable loops, and for any thread count (which regroups the query heads of a GQA group), over
 // ring-wrapped and block-split K/V stores, head dims with and without a 16-lane tail, and GQA
-// groups wider than the kernels' register blocks.
+// groups wider than the kernels' register blocks; and over a bf16 store, the bytes of the same
+// attention over an f32 store holding the bf16 values.
 #include <cstring>
 #include <random>
 #include <vector>
@@ -10,6 +11,7 @@
 
 #include "specula/kernels/attention.h"
 #include "specula/kernels/isa.h"
+#include "specula/util/half.h"
 
 namespace specula {
 namespace {
@@ -24,7 +26,7 @@ struct Shape {
 // varies by row (so the softmax weights spread over many orders of magnitude).
 struct Store {
   std::vector<std::vector<float>> k, v;
-  std::vector<const float*> kp, vp;
+  std::vector<const void*> kp, vp;
   KvStoreView view;
 
   Store(const Shape& s, int64_t physical, std::mt19937& rng) {
@@ -51,7 +53,39 @@ struct Store {
   }
 };
 
-std::vector<float> run_attention(const Shape& s, const Store& st, const std::vector<float>& q, int64_t rows,
+// The same store's rows rounded to bf16 (`bf16`: stored as bf16; `widened`: the rounded values as f32).
+struct Bf16Stores {
+  std::vector<std::vector<uint16_t>> k, v;
+  std::vector<std::vector<float>> wk, wv;
+  std::vector<const void*> kp, vp, wkp, wvp;
+  KvStoreView bf16, widened;
+
+  explicit Bf16Stores(const Store& st) : bf16(st.view), widened(st.view) {
+    auto round = [](const std::vector<float>& in, std::vector<uint16_t>& out, std::vector<float>& wide) {
+      for (float x : in) {
+        out.push_back(f32_to_bf16(x));
+        wide.push_back(bf16_to_f32(out.back()));
+      }
+    };
+    for (size_t b = 0; b < st.k.size(); ++b) {
+      round(st.k[b], k.emplace_back(), wk.emplace_back());
+      round(st.v[b], v.emplace_back(), wv.emplace_back());
+    }
+    for (size_t b = 0; b < k.size(); ++b) {
+      kp.push_back(k[b].data());
+      vp.push_back(v[b].data());
+      wkp.push_back(wk[b].data());
+      wvp.push_back(wv[b].data());
+    }
+    bf16.k_blocks = kp.data();
+    bf16.v_blocks = vp.data();
+    bf16.type = KvType::Bf16;
+    widened.k_blocks = wkp.data();
+    widened.v_blocks = wvp.data();
+  }
+};
+
+std::vector<float> run_attention(const Shape& s, const KvStoreView& kv, const std::vector<float>& q, int64_t rows,
                                  int64_t first_position, Isa isa, int threads) {
   set_active_isa(isa);
   ThreadPool pool(threads);
@@ -61,7 +95,7 @@ std::vector<float> run_attention(const Shape& s, const Store& st, const std::vec
   p.scale = 0.75f;
   std::vector<float> out(q.size(), -1.0f);
   const int64_t ld = s.heads * s.dim;
-  attention(q.data(), rows, ld, first_position, st.view, p, out.data(), ld, pool);
+  attention(q.data(), rows, ld, first_position, kv, p, out.data(), ld, pool);
   set_active_isa(detected_isa());
   return out;
 }
@@ -90,11 +124,35 @@ TEST(AttentionIsa, AttentionSameBytesForEveryKernelAndThreadCount) {
     for (const auto& [rows, first] : {std::pair<int64_t, int64_t>{1, 0}, {1, 37}, {5, 60}, {13, 0}}) {
       std::vector<float> q(static_cast<size_t>(rows * s.heads * s.dim));
       for (float& x : q) x = nd(rng);
-      const std::vector<float> want = run_attention(s, st, q, rows, first, Isa::Scalar, 1);
-      EXPECT_TRUE(same_bytes(want, run_attention(s, st, q, rows, first, Isa::Scalar, 3))) << "rows " << rows;
+      const std::vector<float> want = run_attention(s, st.view, q, rows, first, Isa::Scalar, 1);
+      EXPECT_TRUE(same_bytes(want, run_attention(s, st.view, q, rows, first, Isa::Scalar, 3))) << "rows " << rows;
       for (int threads : {1, 2, 3, 5}) {
-        EXPECT_TRUE(same_bytes(want, run_attention(s, st, q, rows, first, detected_isa(), threads)))
+        EXPECT_TRUE(same_bytes(want, run_attention(s, st.view, q, rows, first, detected_isa(), threads)))
             << "rows " << rows << " at " << first << ", " << isa_name(detected_isa()) << ", " << threads << " threads";
+      }
+    }
+  }
+}
+
+TEST(AttentionIsa, Bf16StoreGivesTheBytesOfItsValuesInF32ForEveryKernelAndThreadCount) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(testing::Message() << "heads " << s.heads << " kv " << s.kv_heads << " dim " << s.dim);
+    const int64_t positions = 70;
+    const Store st(s, s.wrap > 0 ? s.wrap : positions, rng);
+    const Bf16Stores b(st);
+    for (const auto& [rows, first] : {std::pair<int64_t, int64_t>{1, 37}, {5, 60}, {13, 0}}) {
+      std::vector<float> q(static_cast<size_t>(rows * s.heads * s.dim));
+      for (float& x : q) x = nd(rng);
+      const std::vector<float> want = run_attention(s, b.widened, q, rows, first, Isa::Scalar, 1);
+      EXPECT_FALSE(same_bytes(want, run_attention(s, st.view, q, rows, first, Isa::Scalar, 1)))
+          << "the rounding changes the result";
+      for (Isa isa : {Isa::Scalar, detected_isa()}) {
+        for (int threads : {1, 3}) {
+          EXPECT_TRUE(same_bytes(want, run_attention(s, b.bf16, q, rows, first, isa, threads)))
+              << "rows " << rows << " at " << first << ", " << isa_name(isa) << ", " << threads << " threads";
+        }
       }
     }
   }

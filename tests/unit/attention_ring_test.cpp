@@ -1,6 +1,7 @@
 // Ring-buffer (and block-grown) attention vs a deliberately plain double-precision reference over
 // the full K/V history with an explicit window mask, at many offsets, chunk sizes and rollbacks;
-// the KV storage is not touched before its rows are written.
+// the KV storage is not touched before its rows are written. Every cache test runs for f32 and bf16
+// rows; for bf16 the reference sees the rows rounded as the cache stores them.
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -13,6 +14,7 @@
 #include "specula/kernels/attention.h"
 #include "specula/model/kv_cache.h"
 #include "specula/util/error.h"
+#include "specula/util/half.h"
 
 namespace specula {
 namespace {
@@ -30,6 +32,15 @@ std::vector<float> random_row(std::mt19937& rng, int64_t n) {
   for (auto& x : r) x = d(rng);
   return r;
 }
+
+// The values a cache of `type` holds for `row`.
+std::vector<float> as_stored(std::vector<float> row, KvType type) {
+  if (type == KvType::Bf16)
+    for (float& x : row) x = bf16_to_f32(f32_to_bf16(x));
+  return row;
+}
+
+constexpr KvType kKvTypes[] = {KvType::F32, KvType::Bf16};
 
 // Plain reference: for each query at position p, scores over ALL positions 0..p of the history,
 // masked by an explicit window test, softmax and weighted sum in double.
@@ -73,10 +84,10 @@ std::vector<float> step(KvCache& cache, History& h, std::mt19937& rng, int64_t n
       h.k.resize(static_cast<size_t>(p + 1));
       h.v.resize(static_cast<size_t>(p + 1));
     }
-    h.k[p] = random_row(rng, row);
-    h.v[p] = random_row(rng, row);
-    std::memcpy(cache.k_slot(p), h.k[p].data(), sizeof(float) * row);
-    std::memcpy(cache.v_slot(p), h.v[p].data(), sizeof(float) * row);
+    const std::vector<float> k = random_row(rng, row), v = random_row(rng, row);
+    cache.write(p, k.data(), v.data());
+    h.k[p] = as_stored(k, cache.type());
+    h.v[p] = as_stored(v, cache.type());
   }
   std::vector<float> q = queries_in ? *queries_in : random_row(rng, n * kHeads * kDim);
   if (queries_out) *queries_out = q;
@@ -98,16 +109,19 @@ std::vector<float> step(KvCache& cache, History& h, std::mt19937& rng, int64_t n
 
 TEST(AttentionRing, MatchesDoubleReferenceAtManyOffsets) {
   ThreadPool pool(2);
-  for (int64_t window : {1, 3, 5, 8}) {
-    for (int64_t extra : {0, 2, 5}) {
-      std::mt19937 rng(static_cast<uint32_t>(window * 31 + extra));
-      KvCache cache = KvCache::ring(kKvHeads, kDim, window, extra);
-      History h;
-      // Chunk sizes cycle through 1 .. max_write so writes straddle the wrap point in every way.
-      int64_t chunk = 1;
-      while (cache.offset() < 6 * (window + extra) + 7) {
-        step(cache, h, rng, chunk, window, pool);
-        chunk = chunk % cache.max_write() + 1;
+  for (KvType type : kKvTypes) {
+    for (int64_t window : {1, 3, 5, 8}) {
+      for (int64_t extra : {0, 2, 5}) {
+        SCOPED_TRACE(kv_type_name(type));
+        std::mt19937 rng(static_cast<uint32_t>(window * 31 + extra));
+        KvCache cache = KvCache::ring(kKvHeads, kDim, window, extra, type);
+        History h;
+        // Chunk sizes cycle through 1 .. max_write so writes straddle the wrap point in every way.
+        int64_t chunk = 1;
+        while (cache.offset() < 6 * (window + extra) + 7) {
+          step(cache, h, rng, chunk, window, pool);
+          chunk = chunk % cache.max_write() + 1;
+        }
       }
     }
   }
@@ -115,102 +129,111 @@ TEST(AttentionRing, MatchesDoubleReferenceAtManyOffsets) {
 
 TEST(AttentionRing, FullCacheAcrossBlocks) {
   ThreadPool pool(1);
-  std::mt19937 rng(5);
-  KvCache cache = KvCache::full(kKvHeads, kDim, /*block_positions=*/4);
-  History h;
-  for (int64_t chunk : {1, 3, 4, 7, 1, 1, 9, 2}) step(cache, h, rng, chunk, 0, pool);
-  EXPECT_EQ(cache.offset(), 28);
+  for (KvType type : kKvTypes) {
+    SCOPED_TRACE(kv_type_name(type));
+    std::mt19937 rng(5);
+    KvCache cache = KvCache::full(kKvHeads, kDim, /*block_positions=*/4, type);
+    History h;
+    for (int64_t chunk : {1, 3, 4, 7, 1, 1, 9, 2}) step(cache, h, rng, chunk, 0, pool);
+    EXPECT_EQ(cache.offset(), 28);
+    EXPECT_EQ(cache.allocated_bytes(), 7u * 2 * 4 * kKvHeads * kDim * kv_type_bytes(type));
+  }
 }
 
 TEST(AttentionRing, RollbackThenRewriteAcrossWrap) {
   ThreadPool pool(1);
-  const int64_t window = 5, extra = 3;
-  std::mt19937 rng(9);
-  KvCache cache = KvCache::ring(kKvHeads, kDim, window, extra);
-  History h;
-  for (int round = 0; round < 40; ++round) {
-    step(cache, h, rng, 1 + round % 4, window, pool);
-    const int64_t k = 1 + round % 3;
-    ASSERT_GE(cache.max_rollback(), std::min<int64_t>(k, cache.offset()));
-    cache.rollback(std::min<int64_t>(k, cache.offset()));
-    // Rewritten positions get new random rows; the reference sees the new history.
-    step(cache, h, rng, 1 + round % 2, window, pool);
+  for (KvType type : kKvTypes) {
+    SCOPED_TRACE(kv_type_name(type));
+    const int64_t window = 5, extra = 3;
+    std::mt19937 rng(9);
+    KvCache cache = KvCache::ring(kKvHeads, kDim, window, extra, type);
+    History h;
+    for (int round = 0; round < 40; ++round) {
+      step(cache, h, rng, 1 + round % 4, window, pool);
+      const int64_t k = 1 + round % 3;
+      ASSERT_GE(cache.max_rollback(), std::min<int64_t>(k, cache.offset()));
+      cache.rollback(std::min<int64_t>(k, cache.offset()));
+      // Rewritten positions get new random rows; the reference sees the new history.
+      step(cache, h, rng, 1 + round % 2, window, pool);
+    }
   }
 }
 
 TEST(AttentionRing, DecodeAndChunkGiveIdenticalBytes) {
   ThreadPool pool(2);
-  const int64_t window = 4, extra = 4;
-  // Same K/V rows and queries, fed as one chunk of 5 vs five single steps.
-  KvCache a = KvCache::ring(kKvHeads, kDim, window, extra);
-  KvCache b = KvCache::ring(kKvHeads, kDim, window, extra);
-  History ha, hb;
-  std::mt19937 rng_a(11), rng_b(11);
-  for (int i = 0; i < 3; ++i) {  // the same 9-position prefix in both
-    step(a, ha, rng_a, 3, window, pool);
-    step(b, hb, rng_b, 3, window, pool);
+  for (KvType type : kKvTypes) {
+    SCOPED_TRACE(kv_type_name(type));
+    const int64_t window = 4, extra = 4;
+    // Same K/V rows and queries, fed as one chunk of 5 vs five single steps.
+    KvCache a = KvCache::ring(kKvHeads, kDim, window, extra, type);
+    KvCache b = KvCache::ring(kKvHeads, kDim, window, extra, type);
+    History ha, hb;
+    std::mt19937 rng_a(11), rng_b(11);
+    for (int i = 0; i < 3; ++i) {  // the same 9-position prefix in both
+      step(a, ha, rng_a, 3, window, pool);
+      step(b, hb, rng_b, 3, window, pool);
+    }
+    std::vector<float> q;
+    const int64_t n = 5;
+    const int64_t row = kKvHeads * kDim;
+    // Chunk in a.
+    std::mt19937 rows_rng(21);
+    std::vector<std::vector<float>> ks, vs;
+    for (int64_t i = 0; i < n; ++i) {
+      ks.push_back(random_row(rows_rng, row));
+      vs.push_back(random_row(rows_rng, row));
+    }
+    q = random_row(rows_rng, n * kHeads * kDim);
+    AttentionParams ap;
+    ap.heads = kHeads;
+    ap.window = window;
+    a.reserve_write(n);
+    for (int64_t i = 0; i < n; ++i) a.write(9 + i, ks[i].data(), vs[i].data());
+    std::vector<float> out_a(static_cast<size_t>(n * kHeads * kDim));
+    attention(q.data(), n, kHeads * kDim, 9, a.view(), ap, out_a.data(), kHeads * kDim, pool);
+    std::vector<float> out_b(out_a.size());
+    for (int64_t i = 0; i < n; ++i) {
+      b.reserve_write(1);
+      b.write(9 + i, ks[i].data(), vs[i].data());
+      ThreadPool one(1);
+      attention(q.data() + i * kHeads * kDim, 1, kHeads * kDim, 9 + i, b.view(), ap, out_b.data() + i * kHeads * kDim,
+                kHeads * kDim, one);
+      b.advance(1);
+    }
+    EXPECT_EQ(std::memcmp(out_a.data(), out_b.data(), sizeof(float) * out_a.size()), 0);
   }
-  std::vector<float> q;
-  const int64_t n = 5;
-  const int64_t row = kKvHeads * kDim;
-  // Chunk in a.
-  std::mt19937 rows_rng(21);
-  std::vector<std::vector<float>> ks, vs;
-  for (int64_t i = 0; i < n; ++i) {
-    ks.push_back(random_row(rows_rng, row));
-    vs.push_back(random_row(rows_rng, row));
-  }
-  q = random_row(rows_rng, n * kHeads * kDim);
-  AttentionParams ap;
-  ap.heads = kHeads;
-  ap.window = window;
-  a.reserve_write(n);
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(a.k_slot(9 + i), ks[i].data(), sizeof(float) * row);
-    std::memcpy(a.v_slot(9 + i), vs[i].data(), sizeof(float) * row);
-  }
-  std::vector<float> out_a(static_cast<size_t>(n * kHeads * kDim));
-  attention(q.data(), n, kHeads * kDim, 9, a.view(), ap, out_a.data(), kHeads * kDim, pool);
-  std::vector<float> out_b(out_a.size());
-  for (int64_t i = 0; i < n; ++i) {
-    b.reserve_write(1);
-    std::memcpy(b.k_slot(9 + i), ks[i].data(), sizeof(float) * row);
-    std::memcpy(b.v_slot(9 + i), vs[i].data(), sizeof(float) * row);
-    ThreadPool one(1);
-    attention(q.data() + i * kHeads * kDim, 1, kHeads * kDim, 9 + i, b.view(), ap, out_b.data() + i * kHeads * kDim,
-              kHeads * kDim, one);
-    b.advance(1);
-  }
-  EXPECT_EQ(std::memcmp(out_a.data(), out_b.data(), sizeof(float) * out_a.size()), 0);
 }
 
 TEST(AttentionRing, ARestoredWindowCopyServesAttentionAfterTheRingMovedOn) {
   ThreadPool pool(1);
-  const int64_t window = 5, extra = 3;
-  std::mt19937 rng(11);
-  KvCache cache = KvCache::ring(kKvHeads, kDim, window, extra);
-  History h;
-  for (int64_t chunk : {3, 4, 3, 2}) step(cache, h, rng, chunk, window, pool);
-  const KvCache::WindowCopy copy = cache.copy_window(2);  // positions [5, 12): back to 10..12
-  EXPECT_EQ(copy.begin, 5);
-  EXPECT_EQ(copy.offset, 12);
-  EXPECT_EQ(copy.earliest(window), 10);
-  EXPECT_EQ(copy.k.size() * sizeof(float) * 2, cache.window_copy_bytes(12, 2));
-  for (int i = 0; i < 6; ++i) step(cache, h, rng, 2, window, pool);
-  ASSERT_EQ(cache.offset(), 24);
-  EXPECT_LT(cache.max_rollback(), 14) << "the ring has overwritten the window of offset 10";
-  EXPECT_FALSE(cache.can_restore(copy, 9)) << "before the copy's reach";
-  EXPECT_THROW(cache.restore_window(copy, 9), Error);
-  cache.restore_window(copy, 10);
-  EXPECT_EQ(cache.offset(), 10);
-  EXPECT_EQ(cache.max_rollback(), 0);
-  // New rows from offset 10 on, each query checked against the reference over the restored window.
-  for (int64_t chunk : {1, 3, 2}) step(cache, h, rng, chunk, window, pool);
-  KvCache other = KvCache::ring(kKvHeads, kDim, window, extra);
-  EXPECT_FALSE(other.can_restore(copy, 12)) << "nothing cached there yet";
-  EXPECT_THROW(other.restore_window(copy, 12), Error);
-  KvCache full = KvCache::full(kKvHeads, kDim);
-  EXPECT_EQ(full.window_copy_bytes(12, 2), 0u);
+  for (KvType type : kKvTypes) {
+    SCOPED_TRACE(kv_type_name(type));
+    const int64_t window = 5, extra = 3;
+    std::mt19937 rng(11);
+    KvCache cache = KvCache::ring(kKvHeads, kDim, window, extra, type);
+    History h;
+    for (int64_t chunk : {3, 4, 3, 2}) step(cache, h, rng, chunk, window, pool);
+    const KvCache::WindowCopy copy = cache.copy_window(2);  // positions [5, 12): back to 10..12
+    EXPECT_EQ(copy.begin, 5);
+    EXPECT_EQ(copy.offset, 12);
+    EXPECT_EQ(copy.earliest(window), 10);
+    EXPECT_EQ(copy.k.size() * 2, cache.window_copy_bytes(12, 2));
+    for (int i = 0; i < 6; ++i) step(cache, h, rng, 2, window, pool);
+    ASSERT_EQ(cache.offset(), 24);
+    EXPECT_LT(cache.max_rollback(), 14) << "the ring has overwritten the window of offset 10";
+    EXPECT_FALSE(cache.can_restore(copy, 9)) << "before the copy's reach";
+    EXPECT_THROW(cache.restore_window(copy, 9), Error);
+    cache.restore_window(copy, 10);
+    EXPECT_EQ(cache.offset(), 10);
+    EXPECT_EQ(cache.max_rollback(), 0);
+    // New rows from offset 10 on, each query checked against the reference over the restored window.
+    for (int64_t chunk : {1, 3, 2}) step(cache, h, rng, chunk, window, pool);
+    KvCache other = KvCache::ring(kKvHeads, kDim, window, extra, type);
+    EXPECT_FALSE(other.can_restore(copy, 12)) << "nothing cached there yet";
+    EXPECT_THROW(other.restore_window(copy, 12), Error);
+    KvCache full = KvCache::full(kKvHeads, kDim, 256, type);
+    EXPECT_EQ(full.window_copy_bytes(12, 2), 0u);
+  }
 }
 
 TEST(KvCacheStorage, IsNotTouchedBeforeItsRowsAreWritten) {
@@ -218,12 +241,14 @@ TEST(KvCacheStorage, IsNotTouchedBeforeItsRowsAreWritten) {
   // touches its first rows only; zeroing it all up front cost ~200 ms of an E4B's first forward.
   KvCache ring = KvCache::ring(8, 512, 2048, 2048);
   ring.reserve_write(1);
-  std::memset(ring.k_slot(0), 0, sizeof(float) * static_cast<size_t>(ring.row_floats()));
+  const std::vector<float> zeros(static_cast<size_t>(ring.row_elements()), 0.0f);
+  ring.write(0, zeros.data(), zeros.data());
   ring.advance(1);
-  const float* k = ring.view().k_blocks[0];
+  const auto* k = static_cast<const char*>(ring.view().k_blocks[0]);
+  const auto* v = static_cast<const char*>(ring.view().v_blocks[0]);
   EXPECT_TRUE(page_present(k));
-  EXPECT_FALSE(page_present(k + ring.capacity() / 2 * ring.row_floats()));
-  EXPECT_FALSE(page_present(ring.view().v_blocks[0] + ring.capacity() / 2 * ring.row_floats()));
+  EXPECT_FALSE(page_present(k + ring.capacity() / 2 * ring.row_bytes()));
+  EXPECT_FALSE(page_present(v + ring.capacity() / 2 * ring.row_bytes()));
 }
 
 TEST(KvCacheErrors, MessagesNameTheLimits) {

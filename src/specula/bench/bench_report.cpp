@@ -141,6 +141,7 @@ nlohmann::json report_json(const SuiteReport& r) {
   j["cpu_model"] = r.cpu_model;
   j["kernels"] = r.kernels;
   j["precision"] = precision_name(o.precision);
+  j["kv_type"] = kv_type_name(o.kv_type);
   j["hardware_threads"] = r.hardware_threads;
   j["elapsed_s"] = r.elapsed_s;
   j["read_bandwidth_gb_per_s_by_threads"] = bw;
@@ -162,13 +163,15 @@ nlohmann::json report_json(const SuiteReport& r) {
 std::string report_markdown(const SuiteReport& r) {
   const SuiteOptions& o = r.options;
   std::string md = fmt::format(
-      "specula bench: CPU {}, kernels {}, precision {}, {} hardware threads; every figure is the median of {} "
+      "specula bench: CPU {}, kernels {}, precision {}, KV cache {}, {} hardware threads; every figure is the median "
+      "of {} "
       "run(s)\n\n"
       "Counts: prefill prompt {} tokens, {} decode steps after it; step costs at that context from {} "
       "call(s) each (target widths: the median, taken in turn; drafter: the mean), verify widths 2..{}; speculative "
       "runs: {}-token prompt, {} tokens each, auto gamma up to {}.\n\n",
-      r.cpu_model, r.kernels, precision_name(o.precision), r.hardware_threads, o.runs, o.prompt_tokens, o.decode_tokens,
-      o.cost_repeats, o.max_verify_width, o.spec_prompt_tokens, o.spec_tokens, o.auto_max_gamma);
+      r.cpu_model, r.kernels, precision_name(o.precision), kv_type_name(o.kv_type), r.hardware_threads, o.runs,
+      o.prompt_tokens, o.decode_tokens, o.cost_repeats, o.max_verify_width, o.spec_prompt_tokens, o.spec_tokens,
+      o.auto_max_gamma);
   md += "Read bandwidth measured by this run:";
   for (const auto& [t, v] : r.bandwidth_gbs) md += fmt::format(" {} thread(s) {:.1f} GB/s;", t, v);
   md +=

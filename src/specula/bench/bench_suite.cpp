@@ -125,6 +125,7 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
 
   TargetOptions to;
   to.precision = o.precision;
+  to.kv_type = o.kv_type;
   to.load_threads = *std::max_element(o.threads.begin(), o.threads.end());
   to.packed_cache_dir = o.packed_cache_dir;
   to.rollback_reserve = std::max({to.rollback_reserve, o.max_verify_width, largest_gamma(cases) + 1});

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "specula/kernels/kv_type.h"
 #include "specula/kernels/matmul.h"
 #include "specula/model/drafter.h"
 #include "specula/util/median.h"
@@ -27,6 +28,7 @@ struct SuiteOptions {
   std::vector<int> threads = {1, 2};
   Precision precision = Precision::Fast;
   DrafterQuant draft_quant = DrafterQuant::Auto;
+  KvType kv_type = KvType::F32;
   int64_t runs = 3;             // every figure is the median over this many runs
   int64_t prompt_tokens = 512;  // prefill / time-to-first-token prompt
   int64_t decode_tokens = 16;   // decode steps timed after it

@@ -198,6 +198,7 @@ ConcurrencyReport bench_concurrency(const std::string& model_dir, const std::str
   TargetOptions to;
   to.load_threads = o.threads;
   to.precision = o.precision;
+  to.kv_type = o.kv_type;
   to.packed_cache_dir = o.packed_cache_dir;
   to.rollback_reserve = std::max(to.rollback_reserve, max_gamma);
   log(fmt::format("loading {} ...", model_dir));
@@ -348,6 +349,7 @@ nlohmann::json concurrency_json(const ConcurrencyReport& r) {
           {"read_bandwidth_gb_per_s", r.bandwidth_gbs},
           {"threads", r.options.threads},
           {"precision", precision_name(r.options.precision)},
+          {"kv_type", kv_type_name(r.options.kv_type)},
           {"prompt_tokens", r.options.prompt_tokens},
           {"tokens_per_stream", r.options.tokens},
           {"acceptance", r.options.acceptance},
@@ -359,11 +361,12 @@ nlohmann::json concurrency_json(const ConcurrencyReport& r) {
 
 std::string concurrency_markdown(const ConcurrencyReport& r) {
   std::string out = fmt::format(
-      "# specula bench --concurrency\n\nCPU {} | kernels {} | read bandwidth {:.1f} GB/s ({} threads) | {} precision\n"
+      "# specula bench --concurrency\n\nCPU {} | kernels {} | read bandwidth {:.1f} GB/s ({} threads) | {} precision | "
+      "KV cache {}\n"
       "model {}{}\n{} prompt + {} generated tokens per stream; speculative: gamma {}, acceptance p = {}\n\n",
-      r.cpu_model, r.kernels, r.bandwidth_gbs, r.options.threads, precision_name(r.options.precision), r.model_dir,
-      r.drafter_dir.empty() ? "" : " + drafter " + r.drafter_dir, r.options.prompt_tokens, r.options.tokens,
-      r.options.gamma, r.options.acceptance);
+      r.cpu_model, r.kernels, r.bandwidth_gbs, r.options.threads, precision_name(r.options.precision),
+      kv_type_name(r.options.kv_type), r.model_dir, r.drafter_dir.empty() ? "" : " + drafter " + r.drafter_dir,
+      r.options.prompt_tokens, r.options.tokens, r.options.gamma, r.options.acceptance);
   out +=
       "aggregate: every stream's tokens over the wall time (prefills included); decode aggregate: tokens/s "
       "while all streams decode together (from the last first token to the first last token); TTFT: from the "

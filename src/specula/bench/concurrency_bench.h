@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "specula/kernels/kv_type.h"
 #include "specula/kernels/matmul.h"
 #include "specula/model/drafter.h"
 
@@ -26,6 +27,7 @@ struct ConcurrencyOptions {
   int threads = 2;
   Precision precision = Precision::Fast;
   DrafterQuant draft_quant = DrafterQuant::Auto;
+  KvType kv_type = KvType::F32;
   int64_t runs = 1;            // the median run (by aggregate tok/s) is reported
   int64_t prompt_tokens = 64;  // each stream's own prompt
   int64_t tokens = 32;         // generated per stream

@@ -77,6 +77,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
   to.prefill_chunk = options.prefill_chunk;
   to.max_context = options.max_context;
   to.precision = options.precision;
+  to.kv_type = options.kv_type;
   to.packed_cache_dir = options.packed_cache_dir;
   to.load_threads = options.threads;
   // The cache must be able to roll back every draft of the largest gamma a round may use.

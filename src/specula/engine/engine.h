@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "specula/kernels/kv_type.h"
 #include "specula/kernels/matmul.h"
 #include "specula/sample/sampling_params.h"
 #include "specula/speculative/speculative.h"
@@ -52,6 +53,7 @@ struct EngineOptions {
   int64_t max_context = 0;                // 0 = the model's max_position_embeddings
   int64_t prefill_chunk = kDefaultPrefillChunk;
   Precision precision = Precision::Fast;
+  KvType kv_type = KvType::F32;
   bool prompt_cache = true;
   int parallel = 1;              // generations decoding at once (KV slots)
   int64_t step_rows = 0;         // row budget of a batched step while sequences decode; 0 = 32

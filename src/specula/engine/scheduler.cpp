@@ -82,6 +82,7 @@ Scheduler::Scheduler(const TargetModel& model, ThreadPool& pool, const Scheduler
   CacheOptions co;
   co.rollback_reserve = model.options().rollback_reserve;
   co.max_chunk = std::max(model.options().prefill_chunk, co.rollback_reserve + 1);
+  co.kv_type = model.options().kv_type;
   for (int i = 0; i < options.slots; ++i) slots_.push_back(std::make_unique<Slot>(TargetCache(model.config(), co)));
   thread_ = std::thread([this] { loop(); });
 }

@@ -192,13 +192,13 @@ std::optional<GenerationConfig> load_generation(const std::string& dir) {
   return parse_generation_config(read_json_file(path), path);
 }
 
-// OptiQ's kv_config.json asks for a quantized KV cache per layer; specula's cache is f32, so the
-// file is ignored, and said so once at load (docs/gemma4.md §6).
+// OptiQ's kv_config.json asks for a quantized KV cache per layer; specula's cache type is chosen
+// for all layers by --kv-type, so the file is ignored, and said so once at load (docs/gemma4.md §6).
 void note_ignored_kv_config(const std::string& dir) {
   std::error_code ec;
   const fs::path file = fs::path(dir) / "kv_config.json";
   if (!fs::is_regular_file(file, ec)) return;
-  std::fprintf(stderr, "specula: note: %s (per-layer KV-cache precision) is ignored: the KV cache is f32\n",
+  std::fprintf(stderr, "specula: note: %s (per-layer KV-cache precision) is ignored: the KV cache type is set by --kv-type\n",
                file.string().c_str());
   std::fflush(stderr);
 }

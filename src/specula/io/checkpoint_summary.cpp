@@ -410,6 +410,10 @@ std::string format_summary(const CheckpointSummary& s) {
       "fixed {} once full)\n",
       format_bytes(s.kv_bytes_per_token_full), format_bytes(s.kv_bytes_per_token_sliding), s.sliding_window,
       format_bytes(s.kv_bytes_sliding_total));
+  // --kv-type bf16 stores half the bytes of every row.
+  o += fmt::format("KV cache bf16 {} per token (full layers) + {} per token up to {} positions (sliding layers)\n",
+                   format_bytes(s.kv_bytes_per_token_full / 2), format_bytes(s.kv_bytes_per_token_sliding / 2),
+                   s.sliding_window);
   if (s.drafter) {
     const DrafterSummary& d = *s.drafter;
     o += fmt::format("drafter       {} ({})\n", d.dir, d.model_type);
@@ -481,6 +485,10 @@ nlohmann::json summary_json(const CheckpointSummary& s) {
        {{"bytes_per_token_full", s.kv_bytes_per_token_full},
         {"bytes_per_token_sliding", s.kv_bytes_per_token_sliding},
         {"sliding_total_bytes", s.kv_bytes_sliding_total}}},
+      {"kv_cache_bf16",
+       {{"bytes_per_token_full", s.kv_bytes_per_token_full / 2},
+        {"bytes_per_token_sliding", s.kv_bytes_per_token_sliding / 2},
+        {"sliding_total_bytes", s.kv_bytes_sliding_total / 2}}},
   };
   if (s.drafter) {
     const DrafterSummary& d = *s.drafter;

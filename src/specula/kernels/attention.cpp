@@ -13,19 +13,20 @@ namespace specula {
 namespace {
 
 // The portable loops (baseline x86-64 code: no FMA contraction possible, so the bytes are the same
-// on every CPU). The AVX-512 kernels compute the same bytes (attention_avx512.cpp).
-void scores_portable(const HeadTask& task, const KvStoreView& kv, int64_t kvh, float scale, float* scores) {
+// on every CPU). The AVX-512 kernels compute the same bytes (attention_avx512.cpp). `row`: head_dim
+// floats where a bf16 row is widened.
+void scores_portable(const HeadTask& task, const KvStoreView& kv, int64_t kvh, float scale, float* scores, float* row) {
   const int64_t d = kv.head_dim;
   for (int64_t t = 0; t < task.n; ++t)
-    scores[t] = attention_dot(task.q, kv.k_row(task.first_key + t) + kvh * d, d) * scale;
+    scores[t] = attention_dot(task.q, kv.k_head(task.first_key + t, kvh, row), d) * scale;
 }
 
 void weighted_v_portable(const HeadTask& task, const KvStoreView& kv, int64_t kvh, const float* w, float inv,
-                         float* acc) {
+                         float* acc, float* row) {
   const int64_t d = kv.head_dim;
   std::fill(acc, acc + d, 0.0f);
   for (int64_t t = 0; t < task.n; ++t) {
-    const float* vr = kv.v_row(task.first_key + t) + kvh * d;
+    const float* vr = kv.v_head(task.first_key + t, kvh, row);
     for (int64_t j = 0; j < d; ++j) acc[j] += w[t] * vr[j];
   }
   for (int64_t j = 0; j < d; ++j) task.out[j] = acc[j] * inv;
@@ -49,10 +50,14 @@ void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, i
     scratch.scores.resize(static_cast<size_t>(count * span));
   if (static_cast<int64_t>(scratch.acc.size()) < count * (d + 1))
     scratch.acc.resize(static_cast<size_t>(count * (d + 1)));
+  if (kv.type != KvType::F32 && static_cast<int64_t>(scratch.rows.size()) < d)
+    scratch.rows.resize(static_cast<size_t>(d));
   float* scores = scratch.scores.data();
+  float* rows = scratch.rows.data();
   float* inv = scratch.acc.data() + count * d;  // one 1 / softmax sum per task
 #if defined(SPECULA_X86)
-  const bool wide = active_isa() == Isa::Avx512;
+  // The AVX-512 kernels read f32 stores; bf16 rows are widened by the portable loops.
+  const bool wide = active_isa() == Isa::Avx512 && kv.type == KvType::F32;
 #else
   const bool wide = false;
 #endif
@@ -62,7 +67,7 @@ void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, i
 #endif
   } else {
     for (int64_t i = 0; i < count; ++i)
-      scores_portable(tasks[i], kv, kvh, scale, scores + i * span + (tasks[i].first_key - lo));
+      scores_portable(tasks[i], kv, kvh, scale, scores + i * span + (tasks[i].first_key - lo), rows);
   }
   for (int64_t i = 0; i < count; ++i) {
     float* si = scores + i * span + (tasks[i].first_key - lo);
@@ -82,7 +87,8 @@ void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, i
 #endif
   } else {
     for (int64_t i = 0; i < count; ++i)
-      weighted_v_portable(tasks[i], kv, kvh, scores + i * span + (tasks[i].first_key - lo), inv[i], scratch.acc.data());
+      weighted_v_portable(tasks[i], kv, kvh, scores + i * span + (tasks[i].first_key - lo), inv[i], scratch.acc.data(),
+                          rows);
   }
 }
 

@@ -11,29 +11,42 @@
 #include <cstdint>
 #include <vector>
 
+#include "specula/kernels/kv_type.h"
+#include "specula/util/half.h"
 #include "specula/util/thread_pool.h"
 
 namespace specula {
 
 // Where the K and V rows of absolute position p live. Position p maps to physical row
-// r = (wrap > 0 ? p % wrap : p), stored in block r / block_rows at offset (r % block_rows) * row_stride.
-// One row holds kv_heads * head_dim floats ([kv_head][dim]).
+// r = (wrap > 0 ? p % wrap : p), stored in block r / block_rows at offset (r % block_rows) * row_bytes().
+// One row holds kv_heads * head_dim elements ([kv_head][dim]) of `type` (kv_type.h).
 struct KvStoreView {
-  const float* const* k_blocks = nullptr;
-  const float* const* v_blocks = nullptr;
+  const void* const* k_blocks = nullptr;
+  const void* const* v_blocks = nullptr;
   int64_t block_rows = 0;
   int64_t wrap = 0;  // ring capacity; 0 = linear storage
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
+  KvType type = KvType::F32;
 
-  int64_t row_stride() const { return kv_heads * head_dim; }
-  const float* k_row(int64_t pos) const { return locate(k_blocks, pos); }
-  const float* v_row(int64_t pos) const { return locate(v_blocks, pos); }
+  int64_t row_stride() const { return kv_heads * head_dim; }  // elements
+  int64_t row_bytes() const { return row_stride() * kv_type_bytes(type); }
+  const void* k_row(int64_t pos) const { return locate(k_blocks, pos); }
+  const void* v_row(int64_t pos) const { return locate(v_blocks, pos); }
+  // KV head kvh's part of the K (V) row of position pos as head_dim floats: a pointer into the
+  // store for f32, `buf` holding the exactly widened values for bf16.
+  const float* k_head(int64_t pos, int64_t kvh, float* buf) const { return head(k_row(pos), kvh, buf); }
+  const float* v_head(int64_t pos, int64_t kvh, float* buf) const { return head(v_row(pos), kvh, buf); }
 
  private:
-  const float* locate(const float* const* blocks, int64_t pos) const {
+  const void* locate(const void* const* blocks, int64_t pos) const {
     const int64_t r = wrap > 0 ? pos % wrap : pos;
-    return blocks[r / block_rows] + (r % block_rows) * row_stride();
+    return static_cast<const char*>(blocks[r / block_rows]) + (r % block_rows) * row_bytes();
+  }
+  const float* head(const void* row, int64_t kvh, float* buf) const {
+    if (type == KvType::F32) return static_cast<const float*>(row) + kvh * head_dim;
+    bf16_to_f32_row(static_cast<const uint16_t*>(row) + kvh * head_dim, head_dim, buf);
+    return buf;
   }
 };
 
@@ -76,9 +89,10 @@ struct HeadTask {
   int64_t n = 0;  // >= 1
 };
 
-// Scratch of attend_heads(): scores count x (union key span) floats, acc count x head_dim floats.
+// Scratch of attend_heads(): scores count x (union key span) floats, acc count x head_dim floats,
+// rows: head_dim floats where a bf16 K or V row is widened.
 struct AttentionScratch {
-  std::vector<float> scores, acc;
+  std::vector<float> scores, acc, rows;
 };
 
 // Runs `count` tasks that all read KV head `kvh`. Per task: scores in ascending key position

@@ -7,7 +7,8 @@
 // accumulators in memory and run one dependent chain of adds per score. Here every K and V row is
 // read once for all the tasks (a GQA group's heads, and the rows of a verify chunk), several keys'
 // dot products run side by side (independent chains), a slice of the V accumulators of up to 4
-// tasks stays in registers over a block of keys, and the rows ahead are prefetched.
+// tasks stays in registers over a block of keys, and the rows ahead are prefetched. These kernels
+// read f32 stores only: attend_heads() runs bf16 stores through the portable loops.
 #include <immintrin.h>
 
 #include "specula/kernels/attention.h"
@@ -31,13 +32,13 @@ inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 // key): the physical row advances by one, wrapping at the ring's end or moving to the next block.
 class RowWalker {
  public:
-  RowWalker(const float* const* blocks, const KvStoreView& kv, int64_t pos)
+  RowWalker(const void* const* blocks, const KvStoreView& kv, int64_t pos)
       : blocks_(blocks), wrap_(kv.wrap), block_rows_(kv.block_rows), stride_(kv.kv_heads * kv.head_dim) {
     r_ = wrap_ > 0 ? pos % wrap_ : pos;
     b_ = r_ / block_rows_;
     o_ = r_ % block_rows_;
   }
-  const float* row() const { return blocks_[b_] + o_ * stride_; }
+  const float* row() const { return static_cast<const float*>(blocks_[b_]) + o_ * stride_; }
   void next() {
     ++r_;
     ++o_;
@@ -50,7 +51,7 @@ class RowWalker {
   }
 
  private:
-  const float* const* blocks_;
+  const void* const* blocks_;
   int64_t wrap_, block_rows_, stride_;
   int64_t r_ = 0, b_ = 0, o_ = 0;
 };
@@ -60,7 +61,7 @@ class RowWalker {
 // prefetchers follow poorly, and one core alone would otherwise wait on every row.
 class RowPrefetcher {
  public:
-  RowPrefetcher(const float* const* blocks, const KvStoreView& kv, int64_t first_key, int64_t n, int64_t kvh,
+  RowPrefetcher(const void* const* blocks, const KvStoreView& kv, int64_t first_key, int64_t n, int64_t kvh,
                 int64_t distance)
       : walk_(blocks, kv, first_key), bytes_(kv.head_dim * 4), offset_(kvh * kv.head_dim), left_(n) {
     for (int64_t i = 0; i < distance && left_ > 0; ++i) advance();
@@ -83,7 +84,7 @@ class RowPrefetcher {
 // rows kPrefetchKeys ahead prefetched.
 class KeyRows {
  public:
-  KeyRows(const float* const* blocks, const KvStoreView& kv, int64_t lo, int64_t span, int64_t kvh)
+  KeyRows(const void* const* blocks, const KvStoreView& kv, int64_t lo, int64_t span, int64_t kvh)
       : walk_(blocks, kv, lo), ahead_(blocks, kv, lo, span, kvh, kPrefetchKeys), offset_(kvh * kv.head_dim) {}
   // Fills rows[0, keys) with the next `keys` keys' rows.
   void next(int keys, const float** rows) {

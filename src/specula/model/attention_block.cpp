@@ -44,8 +44,7 @@ void write_keys_values(std::span<const AttentionRows> sequences, int64_t kvw, co
     kv.reserve_write(s.rows);
     for (int64_t r = 0; r < s.rows; ++r) {
       const int64_t row = s.first_row + r;
-      std::memcpy(kv.k_slot(s.position + r), buf.k.data() + row * kvw, sizeof(float) * kvw);
-      std::memcpy(kv.v_slot(s.position + r), buf.v.data() + row * kvw, sizeof(float) * kvw);
+      kv.write(s.position + r, buf.k.data() + row * kvw, buf.v.data() + row * kvw);
     }
   }
 }

@@ -1,22 +1,25 @@
 #include "specula/model/kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "specula/util/error.h"
+#include "specula/util/half.h"
 
 namespace specula {
 
-KvCache KvCache::full(int64_t kv_heads, int64_t head_dim, int64_t block_positions) {
+KvCache KvCache::full(int64_t kv_heads, int64_t head_dim, int64_t block_positions, KvType type) {
   if (kv_heads <= 0 || head_dim <= 0 || block_positions <= 0)
     fail("KV cache: invalid geometry ({} KV heads, head dim {}, block {})", kv_heads, head_dim, block_positions);
   KvCache c;
   c.kv_heads_ = kv_heads;
   c.head_dim_ = head_dim;
   c.block_positions_ = block_positions;
+  c.type_ = type;
   return c;
 }
 
-KvCache KvCache::ring(int64_t kv_heads, int64_t head_dim, int64_t window, int64_t extra) {
+KvCache KvCache::ring(int64_t kv_heads, int64_t head_dim, int64_t window, int64_t extra, KvType type) {
   if (kv_heads <= 0 || head_dim <= 0) fail("KV cache: invalid geometry ({} KV heads, head dim {})", kv_heads, head_dim);
   if (window <= 0) fail("KV cache: sliding window {} must be positive", window);
   if (extra < 0) fail("KV cache: ring extra capacity {} must be >= 0", extra);
@@ -26,6 +29,7 @@ KvCache KvCache::ring(int64_t kv_heads, int64_t head_dim, int64_t window, int64_
   c.window_ = window;
   c.capacity_ = window + extra;
   c.block_positions_ = c.capacity_;
+  c.type_ = type;
   return c;
 }
 
@@ -49,30 +53,39 @@ void KvCache::reserve_write(int64_t count) {
   }
   const int64_t needed_blocks = (offset_ + count + block_positions_ - 1) / block_positions_;
   while (static_cast<int64_t>(k_blocks_.size()) < needed_blocks) {
-    const auto n = static_cast<size_t>(block_positions_ * row_floats());
-    storage_.push_back(std::make_unique_for_overwrite<float[]>(n));
+    const auto n = static_cast<size_t>(block_positions_ * row_bytes());
+    storage_.push_back(std::make_unique_for_overwrite<std::byte[]>(n));
     k_blocks_.push_back(storage_.back().get());
-    storage_.push_back(std::make_unique_for_overwrite<float[]>(n));
+    storage_.push_back(std::make_unique_for_overwrite<std::byte[]>(n));
     v_blocks_.push_back(storage_.back().get());
   }
 }
 
 void KvCache::allocate_ring() {
   if (!storage_.empty()) return;
-  const auto n = static_cast<size_t>(capacity_ * row_floats());
-  storage_.push_back(std::make_unique_for_overwrite<float[]>(n));
-  storage_.push_back(std::make_unique_for_overwrite<float[]>(n));
+  const auto n = static_cast<size_t>(capacity_ * row_bytes());
+  storage_.push_back(std::make_unique_for_overwrite<std::byte[]>(n));
+  storage_.push_back(std::make_unique_for_overwrite<std::byte[]>(n));
   k_blocks_.push_back(storage_[0].get());
   v_blocks_.push_back(storage_[1].get());
 }
 
-float* KvCache::slot(std::vector<float*>& blocks, int64_t pos) {
+std::byte* KvCache::slot(const std::vector<void*>& blocks, int64_t pos) const {
   const int64_t r = is_ring() ? pos % capacity_ : pos;
-  return blocks[static_cast<size_t>(r / block_positions_)] + (r % block_positions_) * row_floats();
+  return static_cast<std::byte*>(blocks[static_cast<size_t>(r / block_positions_)]) +
+         (r % block_positions_) * row_bytes();
 }
 
-float* KvCache::k_slot(int64_t pos) { return slot(k_blocks_, pos); }
-float* KvCache::v_slot(int64_t pos) { return slot(v_blocks_, pos); }
+void KvCache::write(int64_t pos, const float* k, const float* v) {
+  const int64_t n = row_elements();
+  if (type_ == KvType::F32) {
+    std::memcpy(slot(k_blocks_, pos), k, static_cast<size_t>(row_bytes()));
+    std::memcpy(slot(v_blocks_, pos), v, static_cast<size_t>(row_bytes()));
+  } else {
+    f32_to_bf16_row(k, n, reinterpret_cast<uint16_t*>(slot(k_blocks_, pos)));
+    f32_to_bf16_row(v, n, reinterpret_cast<uint16_t*>(slot(v_blocks_, pos)));
+  }
+}
 
 void KvCache::advance(int64_t count) { offset_ += count; }
 
@@ -105,13 +118,13 @@ KvCache::WindowCopy KvCache::copy_window(int64_t margin) const {
   copy.begin = offset_;
   if (!is_ring()) return copy;
   copy.begin = std::max({int64_t{0}, oldest_, offset_ - window_ - std::max<int64_t>(margin, 0)});
-  const auto row = static_cast<size_t>(row_floats());
+  const auto row = static_cast<size_t>(row_bytes());
   copy.k.resize(static_cast<size_t>(offset_ - copy.begin) * row);
   copy.v.resize(copy.k.size());
   for (int64_t pos = copy.begin; pos < offset_; ++pos) {
     const auto at = static_cast<size_t>(pos - copy.begin) * row;
-    std::copy_n(k_row(pos), row, copy.k.data() + at);
-    std::copy_n(v_row(pos), row, copy.v.data() + at);
+    std::memcpy(copy.k.data() + at, k_row(pos), row);
+    std::memcpy(copy.v.data() + at, v_row(pos), row);
   }
   return copy;
 }
@@ -119,7 +132,7 @@ KvCache::WindowCopy KvCache::copy_window(int64_t margin) const {
 uint64_t KvCache::window_copy_bytes(int64_t positions, int64_t margin) const {
   if (!is_ring() || positions <= 0) return 0;
   const int64_t rows = std::min(positions, window_ + std::max<int64_t>(margin, 0));
-  return static_cast<uint64_t>(2 * rows) * static_cast<uint64_t>(row_floats()) * sizeof(float);
+  return static_cast<uint64_t>(2 * rows) * static_cast<uint64_t>(row_bytes());
 }
 
 bool KvCache::can_restore(const WindowCopy& copy, int64_t to) const {
@@ -127,7 +140,7 @@ bool KvCache::can_restore(const WindowCopy& copy, int64_t to) const {
   if (!is_ring()) return copy.k.empty() && copy.v.empty();
   if (copy.begin < 0 || copy.begin > copy.offset || to < copy.earliest(window_)) return false;
   const auto rows = static_cast<size_t>(copy.offset - copy.begin);
-  return copy.k.size() == rows * static_cast<size_t>(row_floats()) && copy.v.size() == copy.k.size();
+  return copy.k.size() == rows * static_cast<size_t>(row_bytes()) && copy.v.size() == copy.k.size();
 }
 
 void KvCache::restore_window(const WindowCopy& copy, int64_t to) {
@@ -135,12 +148,12 @@ void KvCache::restore_window(const WindowCopy& copy, int64_t to) {
     fail("KV cache: a window copy of positions [{}, {}) cannot take this cache (offset {}, window {}) back to {}",
          copy.begin, copy.offset, offset_, window_, to);
   if (!is_ring()) return rollback(offset_ - to);
-  const auto row = static_cast<size_t>(row_floats());
+  const auto row = static_cast<size_t>(row_bytes());
   allocate_ring();
   for (int64_t pos = copy.begin; pos < to; ++pos) {
     const auto at = static_cast<size_t>(pos - copy.begin) * row;
-    std::copy_n(copy.k.data() + at, row, k_slot(pos));
-    std::copy_n(copy.v.data() + at, row, v_slot(pos));
+    std::memcpy(slot(k_blocks_, pos), copy.k.data() + at, row);
+    std::memcpy(slot(v_blocks_, pos), copy.v.data() + at, row);
   }
   offset_ = to;
   // Only the copied positions are known intact: no rollback below their window.
@@ -154,14 +167,25 @@ void KvCache::check_readable(int64_t pos) const {
     fail("KV cache: position {} is not readable (retained positions are [{}, {}))", pos, oldest_, offset_);
 }
 
-const float* KvCache::k_row(int64_t pos) const {
+const void* KvCache::k_row(int64_t pos) const {
   check_readable(pos);
-  return const_cast<KvCache*>(this)->k_slot(pos);
+  return slot(k_blocks_, pos);
 }
 
-const float* KvCache::v_row(int64_t pos) const {
+const void* KvCache::v_row(int64_t pos) const {
   check_readable(pos);
-  return const_cast<KvCache*>(this)->v_slot(pos);
+  return slot(v_blocks_, pos);
+}
+
+void KvCache::read(int64_t pos, float* k, float* v) const {
+  const int64_t n = row_elements();
+  if (type_ == KvType::F32) {
+    std::memcpy(k, k_row(pos), static_cast<size_t>(row_bytes()));
+    std::memcpy(v, v_row(pos), static_cast<size_t>(row_bytes()));
+  } else {
+    bf16_to_f32_row(static_cast<const uint16_t*>(k_row(pos)), n, k);
+    bf16_to_f32_row(static_cast<const uint16_t*>(v_row(pos)), n, v);
+  }
 }
 
 KvStoreView KvCache::view() const {
@@ -172,6 +196,7 @@ KvStoreView KvCache::view() const {
   v.wrap = capacity_;
   v.kv_heads = kv_heads_;
   v.head_dim = head_dim_;
+  v.type = type_;
   return v;
 }
 
@@ -179,7 +204,7 @@ uint64_t KvCache::bytes_at(int64_t positions) const {
   if (positions <= 0) return 0;
   const int64_t blocks = is_ring() ? 1 : (positions + block_positions_ - 1) / block_positions_;
   return static_cast<uint64_t>(2 * blocks) * static_cast<uint64_t>(block_positions_) *
-         static_cast<uint64_t>(row_floats()) * sizeof(float);
+         static_cast<uint64_t>(row_bytes());
 }
 
 void KvCache::release_unused() {
@@ -194,7 +219,7 @@ void KvCache::release_unused() {
 
 uint64_t KvCache::allocated_bytes() const {
   return static_cast<uint64_t>(k_blocks_.size() + v_blocks_.size()) * static_cast<uint64_t>(block_positions_) *
-         static_cast<uint64_t>(row_floats()) * sizeof(float);
+         static_cast<uint64_t>(row_bytes());
 }
 
 }  // namespace specula

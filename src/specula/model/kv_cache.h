@@ -6,30 +6,39 @@
 //    keeps its identity, rollback is a change of `offset` only and stays valid at any context
 //    length for up to `extra` positions, and the newest min(offset, W) keys can be read in
 //    chronological order without copying (the drafter's view).
-// Rows are stored after k_norm + RoPE (K) and v_norm (V), f32, layout [kv_head][head_dim].
+// Rows are stored after k_norm + RoPE (K) and v_norm (V), layout [kv_head][head_dim], as f32 or
+// bf16 (kv_type.h: rounded once, when the row is written).
 // Storage is left uninitialized (zeroing the ~100 MB of an E4B cache cost ~200 ms of the first
 // forward): every reader reads only positions written since the last reset.
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "specula/kernels/attention.h"
+#include "specula/kernels/kv_type.h"
 
 namespace specula {
+
+// Positions per storage block of a full-attention layer's cache by default.
+inline constexpr int64_t kKvBlockPositions = 256;
 
 class KvCache {
  public:
   // A growing cache for a full-attention layer.
-  static KvCache full(int64_t kv_heads, int64_t head_dim, int64_t block_positions = 256);
+  static KvCache full(int64_t kv_heads, int64_t head_dim, int64_t block_positions = kKvBlockPositions,
+                      KvType type = KvType::F32);
   // A ring for a sliding-window layer of window `window`, holding window + extra positions.
-  static KvCache ring(int64_t kv_heads, int64_t head_dim, int64_t window, int64_t extra);
+  static KvCache ring(int64_t kv_heads, int64_t head_dim, int64_t window, int64_t extra, KvType type = KvType::F32);
 
   bool is_ring() const { return capacity_ > 0; }
   int64_t window() const { return window_; }      // 0 for full caches
   int64_t capacity() const { return capacity_; }  // ring positions; 0 for full caches
   int64_t kv_heads() const { return kv_heads_; }
   int64_t head_dim() const { return head_dim_; }
-  int64_t row_floats() const { return kv_heads_ * head_dim_; }
+  KvType type() const { return type_; }
+  int64_t row_elements() const { return kv_heads_ * head_dim_; }
+  int64_t row_bytes() const { return row_elements() * kv_type_bytes(type_); }
 
   // Number of positions committed: keys [0, offset) have been written (the ring keeps the newest).
   int64_t offset() const { return offset_; }
@@ -38,11 +47,11 @@ class KvCache {
   // the first of them while the last is written).
   int64_t max_write() const;
 
-  // Prepares storage for positions [offset, offset + count) and returns nothing; rows are then
-  // filled through k_slot / v_slot, read by attention through view(), and committed by advance().
+  // Prepares storage for positions [offset, offset + count); rows are then filled through
+  // write(), read by attention through view(), and committed by advance().
   void reserve_write(int64_t count);
-  float* k_slot(int64_t pos);
-  float* v_slot(int64_t pos);
+  // Stores the K and V rows (row_elements() floats each) of position pos, rounded to type().
+  void write(int64_t pos, const float* k, const float* v);
   void advance(int64_t count);
 
   // Forgets the newest n positions. Throws if n > offset, or if the ring has already overwritten
@@ -59,7 +68,7 @@ class KvCache {
   // Full caches overwrite nothing and need no copy.
   struct WindowCopy {
     int64_t begin = 0, offset = 0;
-    std::vector<float> k, v;  // positions [begin, offset), oldest first
+    std::vector<std::byte> k, v;  // stored rows of positions [begin, offset), oldest first
     int64_t earliest(int64_t window) const { return begin == 0 ? 0 : begin + window; }
   };
   WindowCopy copy_window(int64_t margin) const;
@@ -75,9 +84,12 @@ class KvCache {
   // The drafter's chronological view: positions [view_begin(), offset()), i.e. the newest
   // min(offset, W) keys on ring caches and all keys on full caches.
   int64_t view_begin() const;
-  // Rows of a committed position inside [oldest retained, offset); throws outside.
-  const float* k_row(int64_t pos) const;
-  const float* v_row(int64_t pos) const;
+  // Stored rows (row_bytes() each) of a committed position inside [oldest retained, offset);
+  // throws outside.
+  const void* k_row(int64_t pos) const;
+  const void* v_row(int64_t pos) const;
+  // The same rows as f32 (row_elements() floats each; bf16 widened exactly).
+  void read(int64_t pos, float* k, float* v) const;
 
   // The store as the attention kernel reads it (valid until the next reserve_write).
   KvStoreView view() const;
@@ -92,20 +104,21 @@ class KvCache {
 
  private:
   KvCache() = default;
-  float* slot(std::vector<float*>& blocks, int64_t pos);
+  std::byte* slot(const std::vector<void*>& blocks, int64_t pos) const;
   void allocate_ring();
   void check_readable(int64_t pos) const;
 
   int64_t kv_heads_ = 0;
   int64_t head_dim_ = 0;
+  KvType type_ = KvType::F32;
   int64_t window_ = 0;
   int64_t capacity_ = 0;         // ring only
   int64_t block_positions_ = 0;  // positions per block
   int64_t offset_ = 0;
   int64_t oldest_ = 0;  // oldest position whose rows are still intact (ring overwrites)
-  std::vector<std::unique_ptr<float[]>> storage_;
-  std::vector<float*> k_blocks_;
-  std::vector<float*> v_blocks_;
+  std::vector<std::unique_ptr<std::byte[]>> storage_;
+  std::vector<void*> k_blocks_;  // void*: what KvStoreView points at
+  std::vector<void*> v_blocks_;
 };
 
 }  // namespace specula

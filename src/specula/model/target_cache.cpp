@@ -18,9 +18,9 @@ TargetCache::TargetCache(const TargetConfig& config, const CacheOptions& options
     const LayerGeometry& g = config.layers[i];
     if (!g.kv_donor) continue;
     if (g.type == LayerType::Sliding) {
-      caches_.push_back(KvCache::ring(g.num_kv_heads, g.head_dim, config.text.sliding_window, extra));
+      caches_.push_back(KvCache::ring(g.num_kv_heads, g.head_dim, config.text.sliding_window, extra, options.kv_type));
     } else {
-      caches_.push_back(KvCache::full(g.num_kv_heads, g.head_dim));
+      caches_.push_back(KvCache::full(g.num_kv_heads, g.head_dim, kKvBlockPositions, options.kv_type));
     }
     cache_of_donor[i] = static_cast<int>(caches_.size()) - 1;
     cache_of_layer_[i] = cache_of_donor[i];
@@ -70,7 +70,7 @@ void TargetCache::reset() {
 
 uint64_t CacheSnapshot::bytes() const {
   uint64_t b = 0;
-  for (const KvCache::WindowCopy& c : caches) b += (c.k.size() + c.v.size()) * sizeof(float);
+  for (const KvCache::WindowCopy& c : caches) b += c.k.size() + c.v.size();
   return b;
 }
 

@@ -18,6 +18,7 @@ struct CacheOptions {
   // Largest number of positions one forward step writes (the prefill chunk). Rings are sized to
   // W + max(rollback_reserve, max_chunk - 1).
   int64_t max_chunk = 512;
+  KvType kv_type = KvType::F32;  // element type of every cache's rows
 };
 
 // The caches at one offset, kept so that a later sequence sharing a prefix of at least

@@ -102,6 +102,7 @@ TargetCache TargetModel::new_cache() const {
   CacheOptions o;
   o.rollback_reserve = options_.rollback_reserve;
   o.max_chunk = options_.prefill_chunk;
+  o.kv_type = options_.kv_type;
   return TargetCache(config(), o);
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "specula/io/checkpoint.h"
+#include "specula/kernels/kv_type.h"
 #include "specula/kernels/matmul.h"
 #include "specula/kernels/packed_affine.h"
 #include "specula/model/packed_cache.h"
@@ -39,6 +40,7 @@ struct TargetOptions {
   int64_t rollback_reserve = 16;                 // >= the largest speculative gamma
   int64_t max_context = 0;                       // 0 = the config's max_position_embeddings
   Precision precision = Precision::Exact;        // matmul precision of the target (and its drafter)
+  KvType kv_type = KvType::F32;                  // element type of the KV caches (kv_type.h)
   // Fast precision: the directory where the packed layout is kept between loads
   // (model/packed_cache.h); empty = no cache file. The CLI sets default_packed_cache_dir().
   std::string packed_cache_dir;

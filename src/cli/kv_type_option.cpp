@@ -1,0 +1,14 @@
+#include "cli/kv_type_option.h"
+
+namespace specula::cli {
+
+CLI::Option* add_kv_type_option(CLI::App* cmd, std::string& value) {
+  return cmd
+      ->add_option("--kv-type", value,
+                   "KV cache element type: f32, or bf16 (keys and values rounded once when written: half the KV "
+                   "memory and half the bytes attention reads per cached token)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+}
+
+}  // namespace specula::cli

@@ -1,0 +1,133 @@
+#include "specula/bench/long_context_bench.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "specula/bench/synthetic_kv.h"
+#include "specula/kernels/isa.h"
+#include "specula/model/target_benchmark.h"
+#include "specula/model/target_model.h"
+#include "specula/util/cpu_info.h"
+#include "specula/util/error.h"
+#include "specula/util/progress.h"
+
+namespace specula::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+LongContextOptions LongContextOptions::quick() {
+  LongContextOptions o;
+  o.repeats = 1;
+  return o;
+}
+
+void LongContextOptions::validate() const {
+  if (contexts.empty()) fail("bench: no contexts given");
+  for (int64_t c : contexts)
+    if (c < 1) fail("bench: context {} must be >= 1", c);
+  if (threads < 1 || threads > 1024) fail("bench: thread count {} must be in [1, 1024]", threads);
+  if (repeats < 1) fail("bench: repeats {} must be >= 1", repeats);
+  if (verify_width < 2) fail("bench: verify width {} must be >= 2", verify_width);
+}
+
+LongContextReport bench_long_context(const std::string& model_dir, const LongContextOptions& o,
+                                     const std::function<void(const std::string&)>& log) {
+  o.validate();
+  const auto t_start = Clock::now();
+  LongContextReport report;
+  report.options = o;
+  std::sort(report.options.contexts.begin(), report.options.contexts.end());
+  report.model_dir = model_dir;
+  report.cpu_model = cpu_model_name();
+  report.kernels = std::string(isa_name(active_isa()));
+  if (const std::string fast = fast_kernels_summary(o.precision); !fast.empty()) report.kernels += " (" + fast + ")";
+
+  TargetOptions to;
+  to.load_threads = o.threads;
+  to.precision = o.precision;
+  to.kv_type = o.kv_type;
+  to.packed_cache_dir = o.packed_cache_dir;
+  to.rollback_reserve = std::max(to.rollback_reserve, o.verify_width);
+  log(fmt::format("loading {} ...", model_dir));
+  auto model = TargetModel::load(model_dir, to);
+  const int64_t longest = report.options.contexts.back();
+  // The timed forwards add verify_width + 1 positions (the untimed warm-up) past the context.
+  if (longest + o.verify_width + 1 > model->max_context())
+    fail("bench: context {} (+ {} positions of the timed steps) exceeds the model's {}", longest, o.verify_width + 1,
+         model->max_context());
+  ThreadPool pool(o.threads);
+  const int32_t token = bench_prompt(model->vocab_size(), 2, o.seed).back();
+
+  for (int64_t context : report.options.contexts) {
+    ContextFigure f;
+    f.context = context;
+    TargetCache cache = model->new_cache();
+    const auto t_fill = Clock::now();
+    fill_with_synthetic_rows(*model, cache, context, o.seed);
+    f.fill_ms = ms_since(t_fill);
+    const StepCosts c = time_target_steps(*model, cache, token, o.verify_width, o.repeats, pool);
+    f.decode_ms = c.decode_ms;
+    f.decode_tok_per_s = c.decode_ms > 0 ? 1000.0 / c.decode_ms : 0.0;
+    f.verify_ms = c.verify_ms.at(static_cast<size_t>(o.verify_width));
+    f.verify_ratio = c.verify_ratio(o.verify_width);
+    f.kv_bytes = cache.allocated_bytes();
+    report.figures.push_back(f);
+    log(fmt::format("context {}: filled in {:.0f} ms, decode {:.2f} tok/s, verify({}) {:.2f}x, KV {}", context,
+                    f.fill_ms, f.decode_tok_per_s, o.verify_width, f.verify_ratio, format_bytes(f.kv_bytes)));
+  }
+  const double shortest = report.figures.front().decode_tok_per_s;
+  for (ContextFigure& f : report.figures) f.decode_vs_shortest = shortest > 0 ? f.decode_tok_per_s / shortest : 0.0;
+  report.elapsed_s = std::chrono::duration<double>(Clock::now() - t_start).count();
+  return report;
+}
+
+nlohmann::json long_context_json(const LongContextReport& r) {
+  nlohmann::json figures = nlohmann::json::array();
+  for (const ContextFigure& f : r.figures)
+    figures.push_back({{"context", f.context},
+                       {"fill_ms", f.fill_ms},
+                       {"decode_ms", f.decode_ms},
+                       {"decode_tok_per_s", f.decode_tok_per_s},
+                       {"decode_vs_shortest", f.decode_vs_shortest},
+                       {"verify_ms", f.verify_ms},
+                       {"verify_ratio", f.verify_ratio},
+                       {"kv_bytes", f.kv_bytes}});
+  return {{"model", r.model_dir},
+          {"cpu_model", r.cpu_model},
+          {"kernels", r.kernels},
+          {"threads", r.options.threads},
+          {"precision", precision_name(r.options.precision)},
+          {"kv_type", kv_type_name(r.options.kv_type)},
+          {"repeats", r.options.repeats},
+          {"verify_width", r.options.verify_width},
+          {"contexts", figures},
+          {"elapsed_s", r.elapsed_s}};
+}
+
+std::string long_context_markdown(const LongContextReport& r) {
+  const int64_t w = r.options.verify_width;
+  std::string out = fmt::format(
+      "# specula bench --contexts\n\nCPU {} | kernels {} | {} threads | {} precision | KV cache {}\nmodel {}\n"
+      "Caches filled with synthetic rows at each context; one decode step and one verify forward of {} rows timed "
+      "there (median of {} calls each).\n\n"
+      "| context | decode tok/s | x shortest context | decode ms | verify({}) ms | verify({}) / decode | KV MB |\n"
+      "|---|---|---|---|---|---|---|\n",
+      r.cpu_model, r.kernels, r.options.threads, precision_name(r.options.precision), kv_type_name(r.options.kv_type),
+      r.model_dir, w, r.options.repeats, w, w);
+  for (const ContextFigure& f : r.figures)
+    out += fmt::format("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.1f} |\n", f.context, f.decode_tok_per_s,
+                       f.decode_vs_shortest, f.decode_ms, f.verify_ms, f.verify_ratio,
+                       static_cast<double>(f.kv_bytes) / (1024.0 * 1024.0));
+  out += fmt::format("\n{:.0f} s\n", r.elapsed_s);
+  return out;
+}
+
+}  // namespace specula::bench

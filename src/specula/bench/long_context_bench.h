@@ -1,0 +1,61 @@
+#pragma once
+// `specula bench --contexts 512,4096,16384,32768`: what decoding costs as the context grows. At
+// each context the caches are filled with synthetic rows (bench/synthetic_kv.h: no prefill, so a
+// 32k context takes seconds), then one plain decode step and one verify forward of
+// `verify_width` rows are timed at that context (model/target_benchmark.h time_target_steps, the
+// median of `repeats` calls each): decode tok/s, the verify / decode ratio, and both relative to
+// the shortest context measured. Prefill speed at a long prompt is the suite's figure
+// (`--prompt-tokens 8192`).
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "specula/kernels/kv_type.h"
+#include "specula/kernels/matmul.h"
+
+namespace specula::bench {
+
+struct LongContextOptions {
+  std::vector<int64_t> contexts = {512, 4096, 16384, 32768};
+  int threads = 2;
+  Precision precision = Precision::Fast;
+  KvType kv_type = KvType::F32;
+  int64_t repeats = 5;       // timed calls per figure (the median is reported)
+  int64_t verify_width = 4;  // rows of the verify forward (gamma + 1)
+  uint32_t seed = 1;
+  std::string packed_cache_dir;
+
+  static LongContextOptions quick();  // one call per figure (smoke tests)
+  // Throws specula::Error naming the option and its value when one is out of range.
+  void validate() const;
+};
+
+struct ContextFigure {
+  int64_t context = 0;
+  double fill_ms = 0.0;  // writing the synthetic rows
+  double decode_ms = 0.0;
+  double decode_tok_per_s = 0.0;
+  double verify_ms = 0.0;
+  double verify_ratio = 0.0;        // verify_ms / decode_ms
+  double decode_vs_shortest = 0.0;  // decode tok/s / decode tok/s at the shortest context
+  uint64_t kv_bytes = 0;            // KV allocated at this context
+};
+
+struct LongContextReport {
+  LongContextOptions options;
+  std::string model_dir;
+  std::string cpu_model, kernels;
+  std::vector<ContextFigure> figures;  // ascending context
+  double elapsed_s = 0.0;
+};
+
+LongContextReport bench_long_context(const std::string& model_dir, const LongContextOptions& options,
+                                     const std::function<void(const std::string&)>& log);
+
+nlohmann::json long_context_json(const LongContextReport& report);
+std::string long_context_markdown(const LongContextReport& report);
+
+}  // namespace specula::bench
