@@ -198,7 +198,8 @@ void note_ignored_kv_config(const std::string& dir) {
   std::error_code ec;
   const fs::path file = fs::path(dir) / "kv_config.json";
   if (!fs::is_regular_file(file, ec)) return;
-  std::fprintf(stderr, "specula: note: %s (per-layer KV-cache precision) is ignored: the KV cache type is set by --kv-type\n",
+  std::fprintf(stderr,
+               "specula: note: %s (per-layer KV-cache precision) is ignored: the KV cache type is set by --kv-type\n",
                file.string().c_str());
   std::fflush(stderr);
 }
