@@ -12,6 +12,8 @@ namespace specula {
 
 namespace {
 
+enum class Kernels { Portable, Avx2, Avx512 };
+
 // The portable loops (baseline x86-64 code: no FMA contraction possible, so the bytes are the same
 // on every CPU). The AVX-512 kernels compute the same bytes (attention_avx512.cpp). `row`: head_dim
 // floats where a bf16 row is widened.
@@ -56,18 +58,22 @@ void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, i
   float* rows = scratch.rows.data();
   float* inv = scratch.acc.data() + count * d;  // one 1 / softmax sum per task
 #if defined(SPECULA_X86)
-  // The AVX-512 kernels read f32 stores; bf16 rows are widened by the portable loops.
-  const bool wide = active_isa() == Isa::Avx512 && kv.type == KvType::F32;
+  // The AVX-512 kernels read f32 stores; the AVX2 ones f32 and bf16 (widened as they are read).
+  const Isa isa = active_isa();
+  const Kernels kernels = isa == Isa::Avx512 && kv.type == KvType::F32 ? Kernels::Avx512
+                          : isa >= Isa::Avx2                           ? Kernels::Avx2
+                                                                       : Kernels::Portable;
 #else
-  const bool wide = false;
+  const Kernels kernels = Kernels::Portable;
 #endif
-  if (wide) {
+  switch (kernels) {
 #if defined(SPECULA_X86)
-    detail::attention_scores_avx512(tasks, count, kv, kvh, lo, span, scale, scores);
+    case Kernels::Avx512: detail::attention_scores_avx512(tasks, count, kv, kvh, lo, span, scale, scores); break;
+    case Kernels::Avx2: detail::attention_scores_avx2(tasks, count, kv, kvh, lo, span, scale, scores, rows); break;
 #endif
-  } else {
-    for (int64_t i = 0; i < count; ++i)
-      scores_portable(tasks[i], kv, kvh, scale, scores + i * span + (tasks[i].first_key - lo), rows);
+    default:
+      for (int64_t i = 0; i < count; ++i)
+        scores_portable(tasks[i], kv, kvh, scale, scores + i * span + (tasks[i].first_key - lo), rows);
   }
   for (int64_t i = 0; i < count; ++i) {
     float* si = scores + i * span + (tasks[i].first_key - lo);
@@ -81,14 +87,19 @@ void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, i
     }
     inv[i] = 1.0f / total;
   }
-  if (wide) {
+  switch (kernels) {
 #if defined(SPECULA_X86)
-    detail::weighted_v_avx512(tasks, count, kv, kvh, lo, span, scores, inv, scratch.acc.data());
+    case Kernels::Avx512:
+      detail::weighted_v_avx512(tasks, count, kv, kvh, lo, span, scores, inv, scratch.acc.data());
+      break;
+    case Kernels::Avx2:
+      detail::weighted_v_avx2(tasks, count, kv, kvh, lo, span, scores, inv, scratch.acc.data(), rows);
+      break;
 #endif
-  } else {
-    for (int64_t i = 0; i < count; ++i)
-      weighted_v_portable(tasks[i], kv, kvh, scores + i * span + (tasks[i].first_key - lo), inv[i], scratch.acc.data(),
-                          rows);
+    default:
+      for (int64_t i = 0; i < count; ++i)
+        weighted_v_portable(tasks[i], kv, kvh, scores + i * span + (tasks[i].first_key - lo), inv[i],
+                            scratch.acc.data(), rows);
   }
 }
 

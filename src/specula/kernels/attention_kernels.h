@@ -1,5 +1,5 @@
 #pragma once
-// Internal: the AVX-512 halves of attend_heads() (kernels/attention.cpp dispatches on
+// Internal: the AVX-512 and AVX2 halves of attend_heads() (kernels/attention.cpp dispatches on
 // active_isa()). They compute the same bytes as the portable loops there.
 #include <cstdint>
 
@@ -17,6 +17,13 @@ void attention_scores_avx512(const HeadTask* tasks, int64_t count, const KvStore
 // acc: count * head_dim floats of scratch.
 void weighted_v_avx512(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,
                        int64_t span, const float* w, const float* inv, float* acc);
+
+// The same two steps with AVX2, for f32 and bf16 stores; row: head_dim floats of scratch where a
+// bf16 row is widened.
+void attention_scores_avx2(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,
+                           int64_t span, float scale, float* scores, float* row);
+void weighted_v_avx2(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo, int64_t span,
+                     const float* w, const float* inv, float* acc, float* row);
 #endif
 
 }  // namespace specula::detail
