@@ -1,4 +1,4 @@
-// attention() gives the same bytes with the AVX-512 kernels as with the
+// attention() gives the same bytes with the AVX2 and AVX-512 kernels as with the
 // portable loops, and for any thread count (which regroups the query heads of a GQA group), over
 // ring-wrapped and block-split K/V stores, head dims with and without a 16-lane tail, and GQA
 // groups wider than the kernels' register blocks; and over a bf16 store, the bytes of the same
@@ -100,6 +100,14 @@ std::vector<float> run_attention(const Shape& s, const KvStoreView& kv, const st
   return out;
 }
 
+// Every kernel set this CPU can run: the portable loops, AVX2, AVX-512.
+std::vector<Isa> kernel_sets() {
+  std::vector<Isa> sets;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    if (isa <= detected_isa()) sets.push_back(isa);
+  return sets;
+}
+
 bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -126,9 +134,11 @@ TEST(AttentionIsa, AttentionSameBytesForEveryKernelAndThreadCount) {
       for (float& x : q) x = nd(rng);
       const std::vector<float> want = run_attention(s, st.view, q, rows, first, Isa::Scalar, 1);
       EXPECT_TRUE(same_bytes(want, run_attention(s, st.view, q, rows, first, Isa::Scalar, 3))) << "rows " << rows;
-      for (int threads : {1, 2, 3, 5}) {
-        EXPECT_TRUE(same_bytes(want, run_attention(s, st.view, q, rows, first, detected_isa(), threads)))
-            << "rows " << rows << " at " << first << ", " << isa_name(detected_isa()) << ", " << threads << " threads";
+      for (Isa isa : kernel_sets()) {
+        for (int threads : {1, 2, 3, 5}) {
+          EXPECT_TRUE(same_bytes(want, run_attention(s, st.view, q, rows, first, isa, threads)))
+              << "rows " << rows << " at " << first << ", " << isa_name(isa) << ", " << threads << " threads";
+        }
       }
     }
   }
@@ -148,7 +158,7 @@ TEST(AttentionIsa, Bf16StoreGivesTheBytesOfItsValuesInF32ForEveryKernelAndThread
       const std::vector<float> want = run_attention(s, b.widened, q, rows, first, Isa::Scalar, 1);
       EXPECT_FALSE(same_bytes(want, run_attention(s, st.view, q, rows, first, Isa::Scalar, 1)))
           << "the rounding changes the result";
-      for (Isa isa : {Isa::Scalar, detected_isa()}) {
+      for (Isa isa : kernel_sets()) {
         for (int threads : {1, 3}) {
           EXPECT_TRUE(same_bytes(want, run_attention(s, b.bf16, q, rows, first, isa, threads)))
               << "rows " << rows << " at " << first << ", " << isa_name(isa) << ", " << threads << " threads";

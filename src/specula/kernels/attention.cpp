@@ -14,6 +14,9 @@ namespace {
 
 enum class Kernels { Portable, Avx2, Avx512 };
 
+// Below this, expf's result rounds to +0 (its smallest subnormal is e^-103.3).
+constexpr float kExpUnderflow = -110.0f;
+
 // The portable loops (baseline x86-64 code: no FMA contraction possible, so the bytes are the same
 // on every CPU). The AVX-512 kernels compute the same bytes (attention_avx512.cpp). `row`: head_dim
 // floats where a bf16 row is widened.
@@ -58,11 +61,8 @@ void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, i
   float* rows = scratch.rows.data();
   float* inv = scratch.acc.data() + count * d;  // one 1 / softmax sum per task
 #if defined(SPECULA_X86)
-  // The AVX-512 kernels read f32 stores; the AVX2 ones f32 and bf16 (widened as they are read).
   const Isa isa = active_isa();
-  const Kernels kernels = isa == Isa::Avx512 && kv.type == KvType::F32 ? Kernels::Avx512
-                          : isa >= Isa::Avx2                           ? Kernels::Avx2
-                                                                       : Kernels::Portable;
+  const Kernels kernels = isa == Isa::Avx512 ? Kernels::Avx512 : isa >= Isa::Avx2 ? Kernels::Avx2 : Kernels::Portable;
 #else
   const Kernels kernels = Kernels::Portable;
 #endif
@@ -82,7 +82,10 @@ void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, i
     for (int64_t t = 0; t < n; ++t) m = std::max(m, si[t]);
     float total = 0.0f;
     for (int64_t t = 0; t < n; ++t) {
-      si[t] = std::exp(si[t] - m);
+      // exp underflows to exactly 0 far below -104; skipping the call there changes no byte and
+      // spares libm's slow underflow path (it sets errno) on long, peaked contexts.
+      const float x = si[t] - m;
+      si[t] = x < kExpUnderflow ? 0.0f : std::exp(x);
       total += si[t];
     }
     inv[i] = 1.0f / total;

@@ -9,7 +9,7 @@ namespace specula::detail {
 
 #if defined(SPECULA_X86)
 // scores[i * span + (t - lo)] = attention_dot(tasks[i].q, K row of key t) * scale for each task's
-// keys t; [lo, lo + span) holds every task's range.
+// keys t; [lo, lo + span) holds every task's range. f32 and bf16 stores.
 void attention_scores_avx512(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,
                              int64_t span, float scale, float* scores);
 
@@ -18,7 +18,7 @@ void attention_scores_avx512(const HeadTask* tasks, int64_t count, const KvStore
 void weighted_v_avx512(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,
                        int64_t span, const float* w, const float* inv, float* acc);
 
-// The same two steps with AVX2, for f32 and bf16 stores; row: head_dim floats of scratch where a
+// The same two steps with AVX2; row: head_dim floats of scratch where a
 // bf16 row is widened.
 void attention_scores_avx2(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,
                            int64_t span, float scale, float* scores, float* row);
