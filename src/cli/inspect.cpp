@@ -19,7 +19,9 @@
 #include "specula/io/checkpoint_summary.h"
 #include "specula/io/gguf.h"
 #include "specula/io/tensor_check.h"
+#include "specula/model/gguf_image_cache.h"
 #include "specula/model/gguf_target.h"
+#include "specula/model/packed_cache.h"
 #include "specula/util/error.h"
 
 namespace specula::cli {
@@ -87,9 +89,11 @@ std::string gguf_types_text(const std::map<std::string, std::map<std::string, in
 }
 
 void run_inspect(const InspectArgs& a) {
-  const TargetCheckpoint target = load_any_target(a.dir);
+  GgufLoadOptions gguf_options;  // a GGUF's converted image is cached as by every other command
+  gguf_options.image_cache_dir = gguf_image_cache_dir(default_packed_cache_dir());
+  const TargetCheckpoint target = load_any_target(a.dir, gguf_options);
   std::optional<DrafterCheckpoint> drafter;
-  if (!a.draft_dir.empty()) drafter = load_any_drafter(a.draft_dir);
+  if (!a.draft_dir.empty()) drafter = load_any_drafter(a.draft_dir, gguf_options);
   const CheckpointSummary s = summarize_checkpoint(target, drafter ? &*drafter : nullptr);
   std::vector<ValueCheck> checks;
   if (a.check) {

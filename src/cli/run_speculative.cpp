@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/flag_checks.h"
@@ -15,6 +17,7 @@
 #include "cli/token_list.h"
 #include "specula/engine/eos_tokens.h"
 #include "specula/model/drafter.h"
+#include "specula/model/gguf_image_cache.h"
 #include "specula/model/packed_cache.h"
 #include "specula/model/target_model.h"
 #include "specula/sample/rng.h"
@@ -48,10 +51,15 @@ void add_speculative_options(CLI::App* cmd, SpeculativeRunArgs& a) {
 
 namespace {
 
-// " (packed weights: cache hit)" after the load time in fast precision; nothing in exact.
-std::string packed_note(PackedSource source) {
-  if (source == PackedSource::None) return {};
-  return fmt::format(" (packed weights: {})", packed_source_name(source));
+// After the load time: " (GGUF image: cache hit; packed weights: cache hit)", each part only
+// where it applies (a GGUF checkpoint; fast precision).
+std::string load_note(const TargetModel& model) {
+  std::vector<std::string> parts;
+  if (const GgufImageSource image = model.checkpoint().gguf_image; image != GgufImageSource::None)
+    parts.push_back(fmt::format("GGUF image: {}", gguf_image_source_name(image)));
+  if (model.packed_source() != PackedSource::None)
+    parts.push_back(fmt::format("packed weights: {}", packed_source_name(model.packed_source())));
+  return parts.empty() ? std::string() : fmt::format(" ({})", fmt::join(parts, "; "));
 }
 
 }  // namespace
@@ -118,6 +126,7 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
                             {"decode_tok_per_s", s.decode_tok_per_s()},
                             {"load_ms", load_ms},
                             {"packed_weights", packed_source_name(model->packed_source())},
+                            {"gguf_image", gguf_image_source_name(model->checkpoint().gguf_image)},
                             {"stop_reason", res.stop_reason},
                             {"threads", pool.size()},
                             {"draft", has_draft ? a.draft : std::string("none")},
@@ -146,16 +155,15 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
   } else {
     print_run_output(res.tokens, text);
     const std::string copies = drafter != nullptr ? drafter_copies_note(*drafter) : std::string();
-    std::fputs(
-        fmt::format("load {:.1f} ms{}{} | prefill {} tokens, {:.1f} tok/s | decode {} tokens, {:.2f} tok/s | "
-                    "drafted {}, accepted {} ({:.1f}%), target calls {} | stop: {} | {} threads{}\n",
-                    load_ms, packed_note(model->packed_source()), copies.empty() ? "" : " (drafter: " + copies + ")",
-                    s.prompt_tokens, s.prefill_ms > 0 ? s.prompt_tokens * 1000.0 / s.prefill_ms : 0.0,
-                    s.generated_tokens, s.decode_tok_per_s(), s.drafted, s.accepted, 100.0 * s.acceptance_rate(),
-                    s.target_calls, res.stop_reason, pool.size(),
-                    so.sampling.greedy() ? std::string() : fmt::format(" | seed {}", so.sampling.seed))
-            .c_str(),
-        stderr);
+    std::fputs(fmt::format("load {:.1f} ms{}{} | prefill {} tokens, {:.1f} tok/s | decode {} tokens, {:.2f} tok/s | "
+                           "drafted {}, accepted {} ({:.1f}%), target calls {} | stop: {} | {} threads{}\n",
+                           load_ms, load_note(*model), copies.empty() ? "" : " (drafter: " + copies + ")",
+                           s.prompt_tokens, s.prefill_ms > 0 ? s.prompt_tokens * 1000.0 / s.prefill_ms : 0.0,
+                           s.generated_tokens, s.decode_tok_per_s(), s.drafted, s.accepted, 100.0 * s.acceptance_rate(),
+                           s.target_calls, res.stop_reason, pool.size(),
+                           so.sampling.greedy() ? std::string() : fmt::format(" | seed {}", so.sampling.seed))
+                   .c_str(),
+               stderr);
   }
   std::fflush(stdout);
   if (drafter != nullptr) {

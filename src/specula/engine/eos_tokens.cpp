@@ -1,5 +1,4 @@
 #include "specula/engine/eos_tokens.h"
-#include "specula/model/gguf_target.h"
 
 #include <algorithm>
 #include <string>
@@ -43,7 +42,7 @@ std::vector<int32_t> tokenizer_eos_ids(const text::Tokenizer& tokenizer, const n
 
 std::unique_ptr<TargetModel> load_target_with_eos(const std::string& path, const TargetOptions& options,
                                                   const std::vector<int32_t>& tokenizer_ids) {
-  auto checkpoint = std::make_unique<TargetCheckpoint>(load_any_target(path));
+  auto checkpoint = std::make_unique<TargetCheckpoint>(TargetModel::load_checkpoint(path, options));
   std::vector<int>& ids = checkpoint->config.eos_token_ids;
   for (int32_t id : tokenizer_ids)
     if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);

@@ -61,8 +61,17 @@ struct TargetLayerModules {
   const TensorView* post_feedforward_layernorm_2 = nullptr;
 };
 
+// How a GGUF checkpoint's tensors were laid out at load (model/gguf_image_cache.h).
+enum class GgufImageSource {
+  None,          // not a GGUF checkpoint
+  Memory,        // converted into memory (no cache directory, or the cache could not be used)
+  CacheHit,      // mapped from a matching cached image
+  CacheWritten,  // converted into the cache, then mapped from it
+};
+
 struct TargetCheckpoint {
   std::string dir;
+  GgufImageSource gguf_image = GgufImageSource::None;
   TargetConfig config;
   std::optional<GenerationConfig> generation;  // generation_config.json if present
   TensorStore store;
@@ -92,6 +101,7 @@ struct DrafterLayerModules {
 
 struct DrafterCheckpoint {
   std::string dir;
+  GgufImageSource gguf_image = GgufImageSource::None;
   DrafterConfig config;
   std::optional<GenerationConfig> generation;
   TensorStore store;

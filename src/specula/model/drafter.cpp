@@ -12,6 +12,7 @@
 #include "specula/kernels/rms_norm.h"
 #include "specula/kernels/softmax.h"
 #include "specula/model/attention_block.h"
+#include "specula/model/gguf_image_cache.h"
 #include "specula/model/gguf_target.h"
 #include "specula/model/layer_ops.h"
 #include "specula/model/target_weights.h"
@@ -148,7 +149,9 @@ WeightMatrix gather_stored_rows(const WeightMatrix& table, const int32_t* ids, i
 
 std::unique_ptr<Drafter> Drafter::load(const std::string& dir, const TargetModel& target, DrafterConvention convention,
                                        DrafterQuant quant) {
-  auto ck = std::make_unique<DrafterCheckpoint>(load_any_drafter(dir));
+  GgufLoadOptions gguf;
+  gguf.image_cache_dir = gguf_image_cache_dir(target.options().packed_cache_dir);
+  auto ck = std::make_unique<DrafterCheckpoint>(load_any_drafter(dir, gguf));
   return std::make_unique<Drafter>(std::move(ck), target, convention, quant);
 }
 

@@ -1,8 +1,10 @@
 // GGUF file -> TargetCheckpoint or DrafterCheckpoint (docs/gguf.md): metadata through io/gguf_config, tensor names
-// through io/gguf_names, tensor data converted here into an in-memory safetensors image, then the
-// same validation as a safetensors directory (io/checkpoint.cpp).
+// through io/gguf_names, tensor data converted here into a safetensors image (in memory, or in the
+// image cache of model/gguf_image_cache.h), then the same validation as a safetensors directory
+// (io/checkpoint.cpp).
 #include "specula/model/gguf_target.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -10,10 +12,12 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string_view>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -23,6 +27,7 @@
 #include "specula/kernels/ggml_affine.h"
 #include "specula/kernels/ggml_quants.h"
 #include "specula/kernels/quant.h"
+#include "specula/model/gguf_image_cache.h"
 #include "specula/util/error.h"
 #include "specula/util/half.h"
 
@@ -53,16 +58,18 @@ std::vector<std::byte> as_bytes(const std::vector<T>& v) {
 
 // Scales and biases are stored as f16 when every value converts exactly (the 4-bit types' d and
 // m are f16 already), else as f32.
-bool exact_in_f16(const std::vector<float>& v) {
+bool exact_in_f16(std::span<const float> v) {
   return std::all_of(v.begin(), v.end(), [](float x) { return f16_to_f32(f32_to_f16(x)) == x; });
 }
 
 // GGUF tensors -> tensors under their safetensors names, in the formats io/checkpoint.cpp
 // validates (dense float, or the MLX affine triple); records quantized modules in the config's
-// `quantization` block.
+// `quantization` block. A planning converter only names the tensors and their shapes (no bytes,
+// scales and biases as f32): what the image's header may need room for.
 class TensorConverter {
  public:
-  TensorConverter(const GgufFile& f, nlohmann::json& config) : f_(f), config_(config) {
+  TensorConverter(const GgufFile& f, nlohmann::json& config, bool plan_only = false)
+      : f_(f), config_(config), plan_only_(plan_only) {
     fused_experts_ = std::any_of(f.tensors().begin(), f.tensors().end(),
                                  [](const GgufTensor& t) { return t.name.ends_with("ffn_gate_up_exps.weight"); });
   }
@@ -84,7 +91,8 @@ class TensorConverter {
         f_.path(), t.name, ggml_type_name(t.type));
   }
 
-  std::vector<PendingTensor>& tensors() { return out_; }
+  // The tensors added since the last call.
+  std::vector<PendingTensor> take() { return std::exchange(out_, {}); }
 
  private:
   void push(std::string name, DType dtype, std::vector<int64_t> shape, std::vector<std::byte> owned,
@@ -98,9 +106,11 @@ class TensorConverter {
 
   void dequantized(const GgufTensor& t, const std::string& hf) {
     const int64_t rows = t.rows(), n = t.ne0();
-    std::vector<float> out(static_cast<size_t>(rows * n));
-    for (int64_t r = 0; r < rows; ++r) dequantize_gguf_row(t, r, out.data() + r * n);
-    push(hf, DType::F32, logical_shape(t), as_bytes(out));
+    if (plan_only_) return push(hf, DType::F32, logical_shape(t), {});
+    std::vector<std::byte> out(static_cast<size_t>(rows * n) * sizeof(float));
+    auto* values = reinterpret_cast<float*>(out.data());
+    for (int64_t r = 0; r < rows; ++r) dequantize_gguf_row(t, r, values + r * n);
+    push(hf, DType::F32, logical_shape(t), std::move(out));
   }
 
   // Repacks the blocks as MLX affine codes (docs/gemma4.md §4) with their group scales and
@@ -108,32 +118,44 @@ class TensorConverter {
   void affine(const GgufTensor& t, const std::string& hf) {
     const int bits = ggml_affine_bits(t.type), group = ggml_affine_group(t.type);
     const int64_t rows = t.rows(), n = t.ne0(), groups = n / group, words = n * bits / 32;
-    std::vector<uint32_t> packed(static_cast<size_t>(rows * words));
-    std::vector<float> scales(static_cast<size_t>(rows * groups)), biases(scales.size());
-    std::vector<uint8_t> codes(static_cast<size_t>(n));
-    for (int64_t r = 0; r < rows; ++r) {
-      const std::byte* src = t.data + static_cast<size_t>(r) * t.row_bytes();
-      ggml_row_to_affine(t.type, src, n, codes.data(), scales.data() + r * groups, biases.data() + r * groups);
-      pack_codes(codes, bits, std::span<uint32_t>(packed.data() + r * words, static_cast<size_t>(words)));
-    }
     const std::string module = hf.substr(0, hf.size() - std::string(".weight").size());
     std::vector<int64_t> shape = logical_shape(t), group_shape = shape;
     shape.back() = words;
     group_shape.back() = groups;
-    push(hf, DType::U32, shape, as_bytes(packed));
+    if (plan_only_) {
+      push(hf, DType::U32, shape, {});
+      push(module + ".scales", DType::F32, group_shape, {});
+      push(module + ".biases", DType::F32, group_shape, {});
+      return;
+    }
+    // Converted straight into the byte buffers the image is written from: no second copy of a
+    // multi-GB tensor.
+    std::vector<std::byte> packed(static_cast<size_t>(rows * words) * sizeof(uint32_t));
+    std::vector<std::byte> scale_bytes(static_cast<size_t>(rows * groups) * sizeof(float)),
+        bias_bytes(scale_bytes.size());
+    const std::span<uint32_t> all_words(reinterpret_cast<uint32_t*>(packed.data()), static_cast<size_t>(rows * words));
+    const std::span<float> scales(reinterpret_cast<float*>(scale_bytes.data()), static_cast<size_t>(rows * groups));
+    const std::span<float> biases(reinterpret_cast<float*>(bias_bytes.data()), scales.size());
+    std::vector<uint8_t> codes(static_cast<size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+      const std::byte* src = t.data + static_cast<size_t>(r) * t.row_bytes();
+      ggml_row_to_affine(t.type, src, n, codes.data(), scales.data() + r * groups, biases.data() + r * groups);
+      pack_codes(codes, bits, all_words.subspan(static_cast<size_t>(r * words), static_cast<size_t>(words)));
+    }
+    push(hf, DType::U32, shape, std::move(packed));
     if (exact_in_f16(scales) && exact_in_f16(biases)) {
       push(module + ".scales", DType::F16, group_shape, as_bytes(to_f16(scales)));
       push(module + ".biases", DType::F16, group_shape, as_bytes(to_f16(biases)));
     } else {
-      push(module + ".scales", DType::F32, group_shape, as_bytes(scales));
-      push(module + ".biases", DType::F32, group_shape, as_bytes(biases));
+      push(module + ".scales", DType::F32, group_shape, std::move(scale_bytes));
+      push(module + ".biases", DType::F32, group_shape, std::move(bias_bytes));
     }
     nlohmann::json& q = config_["quantization"];
     if (q.is_null()) q = {{"bits", bits}, {"group_size", group}, {"mode", "affine"}};
     q[module] = {{"bits", bits}, {"group_size", group}};
   }
 
-  static std::vector<uint16_t> to_f16(const std::vector<float>& v) {
+  static std::vector<uint16_t> to_f16(std::span<const float> v) {
     std::vector<uint16_t> h(v.size());
     std::transform(v.begin(), v.end(), h.begin(), f32_to_f16);
     return h;
@@ -141,76 +163,117 @@ class TensorConverter {
 
   const GgufFile& f_;
   nlohmann::json& config_;
+  bool plan_only_ = false;
   bool fused_experts_ = false;
   std::vector<PendingTensor> out_;
 };
 
-// An anonymous in-memory file (memfd), closed when the object dies.
-class MemoryFile {
+// An open file descriptor, closed when the object dies.
+class OwnedFd {
  public:
-  MemoryFile() : fd_(::memfd_create("specula-gguf", MFD_CLOEXEC)) {
-    if (fd_ < 0) fail("cannot create an in-memory file for the converted tensors: {}", std::strerror(errno));
+  explicit OwnedFd(int fd) : fd_(fd) {}
+  ~OwnedFd() {
+    if (fd_ >= 0) ::close(fd_);
   }
-  ~MemoryFile() { ::close(fd_); }
-  MemoryFile(const MemoryFile&) = delete;
-  MemoryFile& operator=(const MemoryFile&) = delete;
-
-  std::string path() const { return fmt::format("/proc/self/fd/{}", fd_); }
-  void write_at(uint64_t offset, std::span<const std::byte> bytes) const {
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
-      if (n <= 0) fail("cannot write the converted tensors to memory: {}", std::strerror(errno));
-      done += static_cast<size_t>(n);
-    }
-  }
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  int get() const { return fd_; }
 
  private:
   int fd_;
 };
 
-uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
-
-// The converted tensors as a safetensors image in memory, opened as an ordinary TensorStore (the
-// store owns the mapping, so the checkpoint keeps its weights alive as it does for files). Each
-// buffer is freed as soon as it is written.
-TensorStore store_in_memory(std::vector<PendingTensor>& tensors) {
-  constexpr uint64_t kAlign = 64;
-  nlohmann::json header = nlohmann::json::object();
-  std::vector<uint64_t> offsets;
-  uint64_t data = 0;
-  for (const PendingTensor& t : tensors) {
-    data = round_up(data, kAlign);
-    offsets.push_back(data);
-    const uint64_t n = t.bytes().size();
-    header[t.name] = {
-        {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}, {"data_offsets", {data, data + n}}};
-    data += n;
-  }
-  std::string text = header.dump();
-  text.resize(round_up(8 + text.size(), kAlign) - 8, ' ');
-  const MemoryFile file;
-  std::array<std::byte, 8> len{};
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<std::byte>((text.size() >> (8 * i)) & 0xff);
-  file.write_at(0, len);
-  file.write_at(8, std::as_bytes(std::span<const char>(text)));
-  const uint64_t base = 8 + text.size();
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    file.write_at(base + offsets[i], tensors[i].bytes());
-    std::vector<std::byte>().swap(tensors[i].owned);
-  }
-  if (data == 0) file.write_at(base, std::array<std::byte, 1>{});  // an empty data region still needs a file
-  return TensorStore::open_files({file.path()});
+// An anonymous in-memory file (memfd).
+OwnedFd memory_file() {
+  const int fd = ::memfd_create("specula-gguf", MFD_CLOEXEC);
+  if (fd < 0) fail("cannot create an in-memory file for the converted tensors: {}", std::strerror(errno));
+  return OwnedFd(fd);
 }
 
-// Error messages of the shared validation name the in-memory image and the safetensors names:
+uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+// Writes the converted tensors as a safetensors file into `fd`, one GGUF tensor at a time (each
+// buffer freed once written, so the conversion never holds more than one tensor). The header
+// goes last into room reserved up front: the planned header with the widest offsets.
+class ImageWriter {
+ public:
+  ImageWriter(int fd, const std::vector<PendingTensor>& plan) : fd_(fd) {
+    nlohmann::json header = nlohmann::json::object();
+    constexpr uint64_t kWidest = ~uint64_t{0};
+    for (const PendingTensor& t : plan)
+      header[t.name] = {
+          {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}, {"data_offsets", {kWidest, kWidest}}};
+    header_room_ = round_up(8 + header.dump().size(), kAlign) - 8;
+  }
+
+  void write(std::vector<PendingTensor> tensors) {
+    for (PendingTensor& t : tensors) {
+      data_ = round_up(data_, kAlign);
+      const uint64_t n = t.bytes().size();
+      header_[t.name] = {
+          {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}, {"data_offsets", {data_, data_ + n}}};
+      write_at(8 + header_room_ + data_, t.bytes());
+      data_ += n;
+      std::vector<std::byte>().swap(t.owned);
+    }
+  }
+
+  // The header and its length; an empty data region still gets one byte (a file to map).
+  void finish() {
+    std::string text = header_.dump();
+    if (text.size() > header_room_) fail("the converted tensors' header outgrew its {} bytes", header_room_);
+    text.resize(header_room_, ' ');
+    std::array<std::byte, 8> len{};
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<std::byte>((text.size() >> (8 * i)) & 0xff);
+    write_at(0, len);
+    write_at(8, std::as_bytes(std::span<const char>(text)));
+    if (data_ == 0) write_at(8 + header_room_, std::array<std::byte, 1>{});
+  }
+
+ private:
+  static constexpr uint64_t kAlign = 64;
+
+  void write_at(uint64_t offset, std::span<const std::byte> bytes) const {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail("cannot write the converted tensors: {}", n < 0 ? std::strerror(errno) : "no space");
+      done += static_cast<size_t>(n);
+    }
+  }
+
+  int fd_;
+  uint64_t header_room_ = 0;
+  uint64_t data_ = 0;
+  nlohmann::json header_ = nlohmann::json::object();
+};
+
+// Converts every tensor of the GGUF into `fd` (conversion errors are thrown before anything is
+// written); `config` receives the quantization block.
+void write_image(const GgufFile& gguf, nlohmann::json& config, int fd) {
+  nlohmann::json plan_config = config;
+  TensorConverter planner(gguf, plan_config, /*plan_only=*/true);
+  for (const GgufTensor& t : gguf.tensors()) planner.add(t);
+  ImageWriter writer(fd, planner.take());
+  TensorConverter converter(gguf, config);
+  for (const GgufTensor& t : gguf.tensors()) {
+    converter.add(t);
+    writer.write(converter.take());
+  }
+  writer.finish();
+}
+
+// Error messages of the shared validation name the image file and the safetensors names:
 // put back the GGUF file and its tensor names.
 std::string in_gguf_terms(const std::string& message, const std::string& image_dir, const std::string& file) {
   std::string m = message;
   for (size_t at = m.find(image_dir); at != std::string::npos; at = m.find(image_dir, at + file.size())) {
     size_t end = at + image_dir.size();
-    if (end < m.size() && m[end] == '/')  // "/proc/self/fd/N"
-      for (++end; end < m.size() && std::isdigit(static_cast<unsigned char>(m[end]));) ++end;
+    if (end < m.size() && m[end] == '/') {  // the image file in it: "/N" (a memfd) or "/model.safetensors"
+      auto in_name = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_'; };
+      for (++end; end < m.size() && in_name(m[end]);) ++end;
+    }
     m.replace(at, end - at, file);
   }
   return with_gguf_names(m);
@@ -250,48 +313,113 @@ std::optional<std::string> gguf_file_of(const std::string& path) {
 
 namespace {
 
-// The GGUF's tensors converted into an in-memory safetensors store, handed with `config` to the
-// safetensors loader `load`; its errors are put back into the GGUF's terms.
-template <typename Checkpoint, typename Load>
-Checkpoint load_converted(const GgufFile& gguf, nlohmann::json config, Load load) {
-  TensorConverter converter(gguf, config);
-  for (const GgufTensor& t : gguf.tensors()) converter.add(t);
-  TensorStore store = store_in_memory(converter.tensors());
-  const std::string image_dir = store.dir();
+void warn(const std::string& line) { std::fprintf(stderr, "specula: warning: %s\n", line.c_str()); }
+
+// The GGUF's image in memory: the store owns the mapping, so the checkpoint keeps its weights
+// alive as it does for files.
+TensorStore image_in_memory(const GgufFile& gguf, nlohmann::json& config) {
+  const OwnedFd file = memory_file();
+  write_image(gguf, config, file.get());
+  return TensorStore::open_files({fmt::format("/proc/self/fd/{}", file.get())});
+}
+
+// The GGUF's image written into its cache entry (model/gguf_image_cache.h).
+TensorStore image_in_cache(const GgufFile& gguf, nlohmann::json& config, const GgufImageEntry& entry) {
+  const std::string temp = gguf_image_temp_path(entry);
   try {
-    Checkpoint ck = load(config, gguf.path(), std::move(store));
-    ck.dir = gguf.path();
-    return ck;
-  } catch (const Error& e) {
-    throw Error(in_gguf_terms(e.what(), image_dir, gguf.path()));
+    const OwnedFd file(::open(temp.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644));
+    if (file.get() < 0) fail("cannot create {}: {}", temp, std::strerror(errno));
+    write_image(gguf, config, file.get());
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(temp, ec);
+    throw;
   }
+  commit_gguf_image(entry, temp, config.contains("quantization") ? config["quantization"] : nlohmann::json());
+  return TensorStore::open_files({entry.image});
+}
+
+// The GGUF's tensors converted into a safetensors store (cached under options.image_cache_dir
+// when set), handed with `config` to the safetensors loader `load`; its errors are put back into
+// the GGUF's terms. A cache that cannot be read or written costs one warning and a conversion in
+// memory, never the load.
+template <typename Checkpoint, typename Load>
+Checkpoint load_converted(const GgufFile& gguf, const nlohmann::json& gguf_config, const GgufLoadOptions& options,
+                          Load load) {
+  auto load_store = [&](TensorStore store, nlohmann::json config, GgufImageSource source) {
+    const std::string image_dir = store.dir();
+    try {
+      Checkpoint ck = load(config, gguf.path(), std::move(store));
+      ck.dir = gguf.path();
+      ck.gguf_image = source;
+      return ck;
+    } catch (const Error& e) {
+      throw Error(in_gguf_terms(e.what(), image_dir, gguf.path()));
+    }
+  };
+  std::error_code size_error;
+  const uintmax_t file_bytes = fs::file_size(gguf.path(), size_error);
+  if (!options.image_cache_dir.empty() && !size_error && file_bytes >= options.min_cached_file_bytes) {
+    std::optional<GgufImageEntry> entry;
+    try {
+      entry = gguf_image_entry(options.image_cache_dir, gguf.path());
+      if (const std::optional<nlohmann::json> quantization = find_gguf_image(*entry)) {
+        nlohmann::json config = gguf_config;
+        if (!quantization->is_null()) config["quantization"] = *quantization;
+        return load_store(TensorStore::open_files({entry->image}), config, GgufImageSource::CacheHit);
+      }
+    } catch (const Error& e) {
+      warn(fmt::format("cached GGUF image not used ({}); converting the file again", e.what()));
+    }
+    if (entry) {
+      nlohmann::json config = gguf_config;
+      std::optional<TensorStore> store;
+      try {
+        store = image_in_cache(gguf, config, *entry);
+      } catch (const Error& e) {
+        warn(fmt::format("GGUF image not cached ({}); converting it in memory", e.what()));
+      }
+      if (store) {
+        try {
+          return load_store(std::move(*store), config, GgufImageSource::CacheWritten);
+        } catch (...) {  // a file that does not validate: keep no image of it
+          std::error_code ec;
+          fs::remove_all(entry->dir, ec);
+          throw;
+        }
+      }
+    }
+  }
+  nlohmann::json config = gguf_config;
+  TensorStore store = image_in_memory(gguf, config);
+  return load_store(std::move(store), config, GgufImageSource::Memory);
 }
 
 }  // namespace
 
-TargetCheckpoint load_gguf_target(const std::string& file) {
+TargetCheckpoint load_gguf_target(const std::string& file, const GgufLoadOptions& options) {
   const GgufFile gguf = GgufFile::open(file);
-  return load_converted<TargetCheckpoint>(gguf, gguf_target_config(gguf),
+  return load_converted<TargetCheckpoint>(gguf, gguf_target_config(gguf), options,
                                           [](const nlohmann::json& c, const std::string& source, TensorStore s) {
                                             return load_target(c, source, std::move(s));
                                           });
 }
 
-DrafterCheckpoint load_gguf_drafter(const std::string& file) {
+DrafterCheckpoint load_gguf_drafter(const std::string& file, const GgufLoadOptions& options) {
   const GgufFile gguf = GgufFile::open(file);
-  return load_converted<DrafterCheckpoint>(gguf, gguf_drafter_config(gguf),
+  return load_converted<DrafterCheckpoint>(gguf, gguf_drafter_config(gguf), options,
                                            [](const nlohmann::json& c, const std::string& source, TensorStore s) {
                                              return load_drafter(c, source, std::move(s));
                                            });
 }
 
-TargetCheckpoint load_any_target(const std::string& path) {
-  if (const auto file = gguf_file_of(path)) return load_gguf_target(*file);
+TargetCheckpoint load_any_target(const std::string& path, const GgufLoadOptions& options) {
+  if (const auto file = gguf_file_of(path)) return load_gguf_target(*file, options);
   return load_target(path);
 }
 
-DrafterCheckpoint load_any_drafter(const std::string& path) {
-  if (const auto file = gguf_file_of(path)) return load_gguf_drafter(*file);
+DrafterCheckpoint load_any_drafter(const std::string& path, const GgufLoadOptions& options) {
+  if (const auto file = gguf_file_of(path)) return load_gguf_drafter(*file, options);
   return load_drafter(path);
 }
 

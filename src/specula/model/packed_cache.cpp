@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "specula/io/dtype.h"
+#include "specula/util/cache_key.h"
 #include "specula/util/error.h"
 #include "specula/util/mapped_file.h"
 
@@ -50,24 +51,6 @@ uint64_t load_u64(const uint8_t* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
   return v;
-}
-
-uint64_t fnv1a64(const std::string& s) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-std::string absolute_dir(const std::string& dir) {
-  std::error_code ec;
-  fs::path p = fs::weakly_canonical(fs::absolute(dir, ec), ec);
-  if (ec) p = fs::absolute(dir, ec).lexically_normal();
-  std::string s = p.string();
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  return s;
 }
 
 struct FdCloser {
@@ -317,12 +300,12 @@ bool PackedFileMapping::map(int fd, uint64_t offset, uint64_t bytes) {
 }
 
 std::string packed_cache_file(const std::string& cache_dir, const std::string& checkpoint_dir) {
-  return (fs::path(cache_dir) / fmt::format("{:016x}{}", fnv1a64(absolute_dir(checkpoint_dir)), kPackedCacheSuffix))
+  return (fs::path(cache_dir) / fmt::format("{:016x}{}", fnv1a64(absolute_path(checkpoint_dir)), kPackedCacheSuffix))
       .string();
 }
 
 std::string packed_cache_key(const TensorStore& store, std::span<WeightMatrix* const> matrices) {
-  const std::string dir = absolute_dir(store.dir());
+  const std::string dir = absolute_path(store.dir());
   std::string key = fmt::format("specula packed weights, layout {}\ndir {}\n", kPackedLayoutVersion, dir);
 
   std::vector<std::string> names;

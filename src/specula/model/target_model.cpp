@@ -12,6 +12,7 @@
 #include "specula/kernels/softmax.h"
 #include "specula/model/forward_workspace.h"
 #include "specula/model/fused_matrices.h"
+#include "specula/model/gguf_image_cache.h"
 #include "specula/model/gguf_target.h"
 #include "specula/model/logits_check.h"
 #include "specula/util/error.h"
@@ -23,9 +24,14 @@ ForwardScratch::~ForwardScratch() = default;
 ForwardScratch::ForwardScratch(ForwardScratch&&) noexcept = default;
 ForwardScratch& ForwardScratch::operator=(ForwardScratch&&) noexcept = default;
 
+TargetCheckpoint TargetModel::load_checkpoint(const std::string& path, const TargetOptions& options) {
+  GgufLoadOptions gguf;
+  gguf.image_cache_dir = gguf_image_cache_dir(options.packed_cache_dir);
+  return load_any_target(path, gguf);
+}
+
 std::unique_ptr<TargetModel> TargetModel::load(const std::string& dir, const TargetOptions& options) {
-  auto ck = std::make_unique<TargetCheckpoint>(load_any_target(dir));
-  return std::make_unique<TargetModel>(std::move(ck), options);
+  return std::make_unique<TargetModel>(std::make_unique<TargetCheckpoint>(load_checkpoint(dir, options)), options);
 }
 
 TargetModel::TargetModel(std::unique_ptr<TargetCheckpoint> checkpoint, const TargetOptions& options)

@@ -100,6 +100,9 @@ class TargetModel {
  public:
   // Loads and validates a checkpoint directory (io/checkpoint.h) and builds the weight views.
   static std::unique_ptr<TargetModel> load(const std::string& dir, const TargetOptions& options = {});
+  // The checkpoint load() builds on: a directory or a GGUF file, whose converted image is cached
+  // in options.packed_cache_dir's gguf/ folder (model/gguf_image_cache.h).
+  static TargetCheckpoint load_checkpoint(const std::string& path, const TargetOptions& options);
   TargetModel(std::unique_ptr<TargetCheckpoint> checkpoint, const TargetOptions& options);
 
   const TargetConfig& config() const { return checkpoint_->config; }

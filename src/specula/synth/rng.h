@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "specula/util/cache_key.h"
+
 namespace specula::synth {
 
 // splitmix64's output function: a bijective 64-bit mixer with good avalanche.
@@ -12,15 +14,6 @@ inline uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
-}
-
-inline uint64_t fnv1a64(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const char c : s) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 0x100000001b3ull;
-  }
-  return h;
 }
 
 // The stream key of one named value source under one seed.
