@@ -29,8 +29,8 @@ class GgufImageCli : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
     // hidden 128, Q4_0: 72 bytes per vocabulary row of the tied embedding, ~69 MiB for 1M rows.
-    const CliResult r = run_cli(
-        "synth --preset tiny-kveq --format gguf --quant q4_0 --vocab 1000000 --out " + model(), true);
+    const CliResult r =
+        run_cli("synth --preset tiny-kveq --format gguf --quant q4_0 --vocab 1000000 --out " + model(), true);
     ASSERT_EQ(r.code, 0) << r.out;
     ASSERT_GT(fs::file_size(model()), uint64_t{64} << 20);
   }
