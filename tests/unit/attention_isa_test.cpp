@@ -22,7 +22,7 @@ struct Shape {
   int64_t window;
 };
 
-// A K/V store of `physical` rows in blocks of block_rows, filled with random values whose scale
+// A K/V store of `physical` rows in blocks of block_rows ([kv_head][row][dim]), filled with random values whose scale
 // varies by row (so the softmax weights spread over many orders of magnitude).
 struct Store {
   std::vector<std::vector<float>> k, v;
@@ -37,7 +37,7 @@ struct Store {
       k.emplace_back(static_cast<size_t>(s.block_rows * row));
       v.emplace_back(static_cast<size_t>(s.block_rows * row));
       for (size_t i = 0; i < k.back().size(); ++i) {
-        const float scale = 1.0f + static_cast<float>(i / static_cast<size_t>(row) % 5);
+        const float scale = 1.0f + static_cast<float>(i / static_cast<size_t>(s.dim) % 5);  // by position
         k.back()[i] = nd(rng) * scale;
         v.back()[i] = nd(rng);
       }

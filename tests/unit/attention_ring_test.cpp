@@ -244,11 +244,12 @@ TEST(KvCacheStorage, IsNotTouchedBeforeItsRowsAreWritten) {
   const std::vector<float> zeros(static_cast<size_t>(ring.row_elements()), 0.0f);
   ring.write(0, zeros.data(), zeros.data());
   ring.advance(1);
-  const auto* k = static_cast<const char*>(ring.view().k_blocks[0]);
-  const auto* v = static_cast<const char*>(ring.view().v_blocks[0]);
-  EXPECT_TRUE(page_present(k));
-  EXPECT_FALSE(page_present(k + ring.capacity() / 2 * ring.row_bytes()));
-  EXPECT_FALSE(page_present(v + ring.capacity() / 2 * ring.row_bytes()));
+  const KvStoreView view = ring.view();
+  for (int64_t h = 0; h < ring.kv_heads(); ++h) {
+    EXPECT_TRUE(page_present(view.k_row(0, h))) << h;
+    EXPECT_FALSE(page_present(view.k_row(ring.capacity() / 2, h))) << h;
+    EXPECT_FALSE(page_present(view.v_row(ring.capacity() / 2, h))) << h;
+  }
 }
 
 TEST(KvCacheErrors, MessagesNameTheLimits) {
@@ -274,16 +275,17 @@ TEST(KvCacheErrors, MessagesNameTheLimits) {
   }
   EXPECT_EQ(ring.offset(), 10);
   EXPECT_EQ(ring.view_begin(), 6);
-  EXPECT_NO_THROW(ring.k_row(6));
+  float k[4], v[4];
+  EXPECT_NO_THROW(ring.read(6, k, v));
   try {
-    ring.k_row(3);
+    ring.read(3, k, v);
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("position 3 is not readable (retained positions are [4, 10))"),
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(ring.k_row(10), Error);
+  EXPECT_THROW(ring.read(10, k, v), Error);
   KvCache full = KvCache::full(1, 4);
   try {
     full.rollback(1);

@@ -49,6 +49,15 @@ std::vector<float> widened(const std::vector<uint16_t>& row) {
 
 bool same_bytes(const void* a, const void* b, size_t n) { return std::memcmp(a, b, n) == 0; }
 
+// The stored K and V rows of position pos ([kv_head][head_dim]).
+struct StoredRows {
+  std::vector<std::byte> k, v;
+  StoredRows(const KvCache& c, int64_t pos)
+      : k(static_cast<size_t>(c.row_bytes())), v(static_cast<size_t>(c.row_bytes())) {
+    c.read_stored(pos, k.data(), v.data());
+  }
+};
+
 TEST(KvCacheType, Bf16RowsReadBackAsTheRoundedValues) {
   std::mt19937 rng(3);
   for (bool ring : {false, true}) {
@@ -70,8 +79,9 @@ TEST(KvCacheType, Bf16RowsReadBackAsTheRoundedValues) {
     for (int64_t p = c.view_begin(); p < c.offset(); ++p) {
       const auto i = static_cast<size_t>(p);
       const std::vector<uint16_t> want_k = rounded(ks[i]), want_v = rounded(vs[i]);
-      EXPECT_TRUE(same_bytes(c.k_row(p), want_k.data(), want_k.size() * 2)) << p;
-      EXPECT_TRUE(same_bytes(c.v_row(p), want_v.data(), want_v.size() * 2)) << p;
+      const StoredRows stored(c, p);
+      EXPECT_TRUE(same_bytes(stored.k.data(), want_k.data(), want_k.size() * 2)) << p;
+      EXPECT_TRUE(same_bytes(stored.v.data(), want_v.data(), want_v.size() * 2)) << p;
       c.read(p, k.data(), v.data());
       EXPECT_TRUE(same_bytes(k.data(), widened(want_k).data(), k.size() * 4)) << p;
       EXPECT_TRUE(same_bytes(v.data(), widened(want_v).data(), v.size() * 4)) << p;
@@ -87,8 +97,9 @@ TEST(KvCacheType, F32RowsReadBackUnchanged) {
   c.reserve_write(1);
   c.write(0, k.data(), v.data());
   c.advance(1);
-  EXPECT_TRUE(same_bytes(c.k_row(0), k.data(), k.size() * 4));
-  EXPECT_TRUE(same_bytes(c.v_row(0), v.data(), v.size() * 4));
+  const StoredRows stored(c, 0);
+  EXPECT_TRUE(same_bytes(stored.k.data(), k.data(), k.size() * 4));
+  EXPECT_TRUE(same_bytes(stored.v.data(), v.data(), v.size() * 4));
 }
 
 TEST(KvCacheType, Bf16WindowCopyRestoresTheStoredRows) {
@@ -114,8 +125,9 @@ TEST(KvCacheType, Bf16WindowCopyRestoresTheStoredRows) {
   }
   b.restore_window(copy, 11);
   for (int64_t p = b.view_begin(); p < 11; ++p) {
-    EXPECT_TRUE(same_bytes(a.k_row(p), b.k_row(p), static_cast<size_t>(a.row_bytes()))) << p;
-    EXPECT_TRUE(same_bytes(a.v_row(p), b.v_row(p), static_cast<size_t>(a.row_bytes()))) << p;
+    const StoredRows sa(a, p), sb(b, p);
+    EXPECT_TRUE(sa.k == sb.k) << p;
+    EXPECT_TRUE(sa.v == sb.v) << p;
   }
   KvCache f32 = KvCache::ring(kKvHeads, kDim, window, extra, KvType::F32);
   for (int64_t p = 0; p < 11; ++p) {

@@ -6,6 +6,7 @@
 
 #include "specula/kernels/attention_kernels.h"
 #include "specula/kernels/isa.h"
+#include "specula/kernels/softmax_exp.h"
 #include "specula/util/error.h"
 
 namespace specula {
@@ -14,11 +15,9 @@ namespace {
 
 enum class Kernels { Portable, Avx2, Avx512 };
 
-// Below this, expf's result rounds to +0 (its smallest subnormal is e^-103.3).
-constexpr float kExpUnderflow = -110.0f;
-
-// The portable loops (baseline x86-64 code: no FMA contraction possible, so the bytes are the same
-// on every CPU). The AVX-512 kernels compute the same bytes (attention_avx512.cpp). `row`: head_dim
+// The portable loops: every multiply-add is std::fma (one rounding, as the vector kernels' fused
+// instructions), every other step one rounding (built without FMA contraction), so the bytes are
+// the same on every CPU. The AVX2 and AVX-512 kernels compute the same bytes. `row`: head_dim
 // floats where a bf16 row is widened.
 void scores_portable(const HeadTask& task, const KvStoreView& kv, int64_t kvh, float scale, float* scores, float* row) {
   const int64_t d = kv.head_dim;
@@ -32,12 +31,27 @@ void weighted_v_portable(const HeadTask& task, const KvStoreView& kv, int64_t kv
   std::fill(acc, acc + d, 0.0f);
   for (int64_t t = 0; t < task.n; ++t) {
     const float* vr = kv.v_head(task.first_key + t, kvh, row);
-    for (int64_t j = 0; j < d; ++j) acc[j] += w[t] * vr[j];
+    for (int64_t j = 0; j < d; ++j) acc[j] = std::fma(w[t], vr[j], acc[j]);
   }
   for (int64_t j = 0; j < d; ++j) task.out[j] = acc[j] * inv;
 }
 
 }  // namespace
+
+float softmax_numerators(float* scores, int64_t n) {
+  float m = -INFINITY;
+  for (int64_t t = 0; t < n; ++t) m = std::max(m, scores[t]);
+  constexpr int kLanes = 16;
+  float part[kLanes] = {};
+  for (int64_t t = 0; t < n; ++t) {
+    scores[t] = softmax_exp(scores[t] - m);
+    part[t % kLanes] += scores[t];
+  }
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int i = 0; i < width; ++i) part[i] += part[i + width];
+  }
+  return part[0];
+}
 
 void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, float scale,
                   AttentionScratch& scratch) {
@@ -77,17 +91,12 @@ void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, i
   }
   for (int64_t i = 0; i < count; ++i) {
     float* si = scores + i * span + (tasks[i].first_key - lo);
-    const int64_t n = tasks[i].n;
-    float m = -INFINITY;
-    for (int64_t t = 0; t < n; ++t) m = std::max(m, si[t]);
-    float total = 0.0f;
-    for (int64_t t = 0; t < n; ++t) {
-      // exp underflows to exactly 0 far below -104; skipping the call there changes no byte and
-      // spares libm's slow underflow path (it sets errno) on long, peaked contexts.
-      const float x = si[t] - m;
-      si[t] = x < kExpUnderflow ? 0.0f : std::exp(x);
-      total += si[t];
-    }
+#if defined(SPECULA_X86)
+    const float total = kernels == Kernels::Avx512 ? detail::softmax_numerators_avx512(si, tasks[i].n)
+                                                   : softmax_numerators(si, tasks[i].n);
+#else
+    const float total = softmax_numerators(si, tasks[i].n);
+#endif
     inv[i] = 1.0f / total;
   }
   switch (kernels) {

@@ -8,6 +8,7 @@
 // sum in that order, and the weighted V sum in the same order. The visible key set is a function
 // of the query position only, so a row's bytes are identical whether its keys were written by a
 // prefill chunk of any size or by single-token decode steps, and for any thread count.
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -18,8 +19,10 @@
 namespace specula {
 
 // Where the K and V rows of absolute position p live. Position p maps to physical row
-// r = (wrap > 0 ? p % wrap : p), stored in block r / block_rows at offset (r % block_rows) * row_bytes().
-// One row holds kv_heads * head_dim elements ([kv_head][dim]) of `type` (kv_type.h).
+// r = (wrap > 0 ? p % wrap : p) of block r / block_rows. A block holds block_rows rows of each KV
+// head, one head after the other ([kv_head][row][head_dim] elements of `type`, kv_type.h): the
+// rows one KV head's attention reads are one contiguous stream per block, which the hardware
+// prefetchers follow.
 struct KvStoreView {
   const void* const* k_blocks = nullptr;
   const void* const* v_blocks = nullptr;
@@ -29,23 +32,24 @@ struct KvStoreView {
   int64_t head_dim = 0;
   KvType type = KvType::F32;
 
-  int64_t row_stride() const { return kv_heads * head_dim; }  // elements
-  int64_t row_bytes() const { return row_stride() * kv_type_bytes(type); }
-  const void* k_row(int64_t pos) const { return locate(k_blocks, pos); }
-  const void* v_row(int64_t pos) const { return locate(v_blocks, pos); }
-  // KV head kvh's part of the K (V) row of position pos as head_dim floats: a pointer into the
-  // store for f32, `buf` holding the exactly widened values for bf16.
-  const float* k_head(int64_t pos, int64_t kvh, float* buf) const { return head(k_row(pos), kvh, buf); }
-  const float* v_head(int64_t pos, int64_t kvh, float* buf) const { return head(v_row(pos), kvh, buf); }
+  int64_t head_row_bytes() const { return head_dim * kv_type_bytes(type); }
+  int64_t block_bytes() const { return block_rows * kv_heads * head_row_bytes(); }
+  // KV head kvh's stored K (V) row of position pos: head_dim elements of `type`.
+  const void* k_row(int64_t pos, int64_t kvh) const { return locate(k_blocks, pos, kvh); }
+  const void* v_row(int64_t pos, int64_t kvh) const { return locate(v_blocks, pos, kvh); }
+  // The same rows as head_dim floats: a pointer into the store for f32, `buf` holding the exactly
+  // widened values for bf16.
+  const float* k_head(int64_t pos, int64_t kvh, float* buf) const { return widen(k_row(pos, kvh), buf); }
+  const float* v_head(int64_t pos, int64_t kvh, float* buf) const { return widen(v_row(pos, kvh), buf); }
 
  private:
-  const void* locate(const void* const* blocks, int64_t pos) const {
+  const void* locate(const void* const* blocks, int64_t pos, int64_t kvh) const {
     const int64_t r = wrap > 0 ? pos % wrap : pos;
-    return static_cast<const char*>(blocks[r / block_rows]) + (r % block_rows) * row_bytes();
+    return static_cast<const char*>(blocks[r / block_rows]) + (kvh * block_rows + r % block_rows) * head_row_bytes();
   }
-  const float* head(const void* row, int64_t kvh, float* buf) const {
-    if (type == KvType::F32) return static_cast<const float*>(row) + kvh * head_dim;
-    bf16_to_f32_row(static_cast<const uint16_t*>(row) + kvh * head_dim, head_dim, buf);
+  const float* widen(const void* row, float* buf) const {
+    if (type == KvType::F32) return static_cast<const float*>(row);
+    bf16_to_f32_row(static_cast<const uint16_t*>(row), head_dim, buf);
     return buf;
   }
 };
@@ -62,18 +66,18 @@ struct AttentionParams {
 void attention(const float* q, int64_t rows, int64_t ld_q, int64_t first_position, const KvStoreView& kv,
                const AttentionParams& params, float* out, int64_t ld_out, ThreadPool& pool);
 
-// The first key position visible from a query at `position` (window 0 = no window).
-// q . k with 16 partial sums (element j into sum j % 16) and a fixed pairwise reduction: the same
-// order for every row, batch and thread count, and independent chains the compiler vectorizes
-// (one running sum would be a chain of d dependent additions per key).
+// q . k with 16 partial sums (element j into sum j % 16, each step one fused multiply-add) and a
+// fixed pairwise reduction: the same order for every row, batch and thread count, and independent
+// chains the vector kernels run side by side (one running sum would be a chain of d dependent
+// additions per key).
 [[gnu::always_inline]] inline float attention_dot(const float* q, const float* k, int64_t d) {
   constexpr int kLanes = 16;
   float part[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= d; j += kLanes) {
-    for (int i = 0; i < kLanes; ++i) part[i] += q[j + i] * k[j + i];
+    for (int i = 0; i < kLanes; ++i) part[i] = std::fma(q[j + i], k[j + i], part[i]);
   }
-  for (int i = 0; j < d; ++i, ++j) part[i] += q[j] * k[j];
+  for (int i = 0; j < d; ++i, ++j) part[i] = std::fma(q[j], k[j], part[i]);
   for (int width = kLanes / 2; width >= 1; width /= 2) {
     for (int i = 0; i < width; ++i) part[i] += part[i + width];
   }
@@ -96,9 +100,10 @@ struct AttentionScratch {
 };
 
 // Runs `count` tasks that all read KV head `kvh`. Per task: scores in ascending key position
-// (attention_dot, times `scale`), f32 softmax with its sum in that order, weighted V sum in the
-// same order, out = that sum / the softmax sum. With AVX-512 the tasks share every K and V row
-// while it is in L1 (the query heads of a GQA group, and the rows of a verify or prefill chunk,
+// (attention_dot, times `scale`), the softmax numerators and their sum (softmax_numerators), the
+// weighted V sum in ascending key order (one fused multiply-add per key and element), out = that
+// sum times 1 / the softmax sum. With AVX2 and AVX-512 the tasks share every K and V
+// row while it is in L1 (the query heads of a GQA group, and the rows of a verify or prefill chunk,
 // read the KV head once between them, not once each); every task's arithmetic is the same as
 // alone, so how tasks are grouped changes no bit. The kernel of attention().
 void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, float scale,
@@ -114,6 +119,12 @@ struct AttentionWorkSplit {
 // into ceil(group / heads) parts only when rows x KV heads are fewer than the threads.
 AttentionWorkSplit attention_work_split(int64_t rows, int64_t kv_heads, int64_t group, int threads);
 
+// A task's softmax numerators in place, scores[t] = softmax_exp(scores[t] - max) (softmax_exp.h),
+// and their sum: key t into partial sum t % 16, folded as attention_dot folds. The portable loops;
+// the AVX-512 kernels compute the same bytes.
+float softmax_numerators(float* scores, int64_t n);
+
+// The first key position visible from a query at `position` (window 0 = no window).
 inline int64_t attention_first_key(int64_t position, int64_t window) {
   if (window <= 0) return 0;
   const int64_t lo = position - window + 1;

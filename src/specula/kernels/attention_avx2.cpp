@@ -1,6 +1,6 @@
 // AVX2 attention kernels (attention_kernels.h): the portable loops' bytes — attention_dot's 16
-// partial sums as two 8-lane vectors folded in its order, a multiply and an add as two roundings
-// (built with -ffp-contract=off), the weighted V sum lane-wise — with each K and V row read once
+// partial sums as two 8-lane vectors of fused multiply-adds folded in its order, the weighted V
+// sum lane-wise with fused multiply-adds — with each K and V row read once
 // for all the tasks of a call (a GQA group's heads, the rows of a chunk) instead of once per task.
 // Rows of f32 and bf16 stores alike (bf16 widened exactly into `row` first).
 #include <immintrin.h>
@@ -21,7 +21,7 @@ const float* head_row(const void* const* blocks, const KvStoreView& kv, int64_t 
   const bool bf16 = kv.type == KvType::Bf16;
   const int64_t element = bf16 ? 2 : 4;
   const char* p = static_cast<const char*>(blocks[r / kv.block_rows]) +
-                  ((r % kv.block_rows) * kv.kv_heads + kvh) * kv.head_dim * element;
+                  (kvh * kv.block_rows + r % kv.block_rows) * kv.head_dim * element;
   if (!bf16) return reinterpret_cast<const float*>(p);
   const auto* h = reinterpret_cast<const uint16_t*>(p);
   int64_t j = 0;
@@ -42,8 +42,8 @@ float dot16(const float* q, const float* k, int64_t d) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
   int64_t j = 0;
   for (; j + 16 <= d; j += 16) {
-    a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_loadu_ps(q + j), _mm256_loadu_ps(k + j)));
-    a1 = _mm256_add_ps(a1, _mm256_mul_ps(_mm256_loadu_ps(q + j + 8), _mm256_loadu_ps(k + j + 8)));
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), _mm256_loadu_ps(k + j), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j + 8), _mm256_loadu_ps(k + j + 8), a1);
   }
   if (j < d) {  // the tail goes into part[0 .. d - j); the other sums are left as they are
     alignas(32) float qt[16] = {}, kt[16] = {};
@@ -53,11 +53,9 @@ float dot16(const float* q, const float* k, int64_t d) {
       kt[i] = k[j + i];
       in[i] = -1;
     }
-    const __m256 p0 = _mm256_mul_ps(_mm256_load_ps(qt), _mm256_load_ps(kt));
-    const __m256 p1 = _mm256_mul_ps(_mm256_load_ps(qt + 8), _mm256_load_ps(kt + 8));
-    a0 = _mm256_blendv_ps(a0, _mm256_add_ps(a0, p0),
+    a0 = _mm256_blendv_ps(a0, _mm256_fmadd_ps(_mm256_load_ps(qt), _mm256_load_ps(kt), a0),
                           _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(in))));
-    a1 = _mm256_blendv_ps(a1, _mm256_add_ps(a1, p1),
+    a1 = _mm256_blendv_ps(a1, _mm256_fmadd_ps(_mm256_load_ps(qt + 8), _mm256_load_ps(kt + 8), a1),
                           _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(in + 8))));
   }
   const __m256 s8 = _mm256_add_ps(a0, a1);
@@ -94,8 +92,8 @@ void weighted_v_avx2(const HeadTask* tasks, int64_t count, const KvStoreView& kv
       const __m256 wv = _mm256_set1_ps(wi);
       int64_t j = 0;
       for (; j + 8 <= d; j += 8)
-        _mm256_storeu_ps(a + j, _mm256_add_ps(_mm256_loadu_ps(a + j), _mm256_mul_ps(wv, _mm256_loadu_ps(v + j))));
-      for (; j < d; ++j) a[j] += wi * v[j];
+        _mm256_storeu_ps(a + j, _mm256_fmadd_ps(wv, _mm256_loadu_ps(v + j), _mm256_loadu_ps(a + j)));
+      for (; j < d; ++j) a[j] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(wi), _mm_set_ss(v[j]), _mm_set_ss(a[j])));
     }
   }
   for (int64_t i = 0; i < count; ++i)

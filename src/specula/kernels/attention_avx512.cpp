@@ -1,26 +1,31 @@
 // attend_heads() with AVX-512: the same operations in the same order as the portable code in
 // attention.cpp, so the bytes are the same. One zmm holds attention_dot's 16 partial sums (lane i
-// is part[i]; a separate multiply and add, never an FMA: this file is built with
-// -ffp-contract=off) and is folded in its order; the weighted V sum is lane-wise anyway.
+// is part[i], each step a fused multiply-add as std::fma there) and is folded in its order; the
+// weighted V sum is lane-wise anyway. Every other multiply and add stays two roundings: this file
+// is built with -ffp-contract=off.
 //
 // Why it is faster: the portable loops read the K and V rows once per task, keep the V
-// accumulators in memory and run one dependent chain of adds per score. Here every K and V row is
-// read once for all the tasks (a GQA group's heads, and the rows of a verify chunk), several keys'
-// dot products run side by side (independent chains), a slice of the V accumulators of up to 4
-// tasks stays in registers over a block of keys, and the rows ahead are prefetched (the V rows of
-// the next block spread over the current block's work, so the misses overlap it). Rows of f32 and
-// bf16 stores alike: a bf16 vector is widened exactly as it is loaded.
+// accumulators in memory and compute the softmax one key at a time. Here every K and V row is read
+// once for all the tasks (a GQA group's heads, and the rows of a verify chunk), each K vector is
+// loaded once for a register block of 4 heads x 4 keys (16 independent chains), a slice of the V
+// accumulators of up to 4 tasks stays in registers over a block of keys, the softmax runs 16 keys
+// at a time, and the rows ahead are prefetched (the V rows of the next block spread over the
+// current block's work, so the misses overlap it). Rows of f32 and bf16 stores alike: a bf16
+// vector is widened exactly as it is loaded.
 #include <immintrin.h>
+
+#include <cmath>
 
 #include "specula/kernels/attention.h"
 #include "specula/kernels/attention_kernels.h"
+#include "specula/kernels/softmax_exp.h"
 
 namespace specula::detail {
 namespace {
 
 constexpr int64_t kLanes = 16;
-constexpr int kKeysAtOnce = 8;         // independent dot-product chains per query head
-constexpr int kHeadsAtOnce = 4;        // V accumulators of this many tasks ...
+constexpr int kKeysAtOnce = 4;         // keys whose K vectors serve a register block of heads
+constexpr int kHeadsAtOnce = 4;        // tasks per register block: scores, and V accumulators ...
 constexpr int kVecsAtOnce = 4;         // ... times this many vectors (64 dims) held in registers
 constexpr int64_t kPrefetchKeys = 16;  // how far ahead K rows are fetched
 constexpr int64_t kKeyBlock = 8;       // V rows summed while in L1, the next block's arriving
@@ -41,19 +46,19 @@ inline __m512 load16(const uint16_t* p, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
-// The K or V rows of consecutive positions (KvStoreView::k_row / v_row without a division per
-// key): the physical row advances by one, wrapping at the ring's end or moving to the next block.
-// T: the store's element (float, or uint16_t for bf16).
+// KV head kvh's K or V rows of consecutive positions (KvStoreView::k_row / v_row without a
+// division per key): the physical row advances by one, wrapping at the ring's end or moving to the
+// next block. T: the store's element (float, or uint16_t for bf16).
 template <typename T>
 class RowWalker {
  public:
-  RowWalker(const void* const* blocks, const KvStoreView& kv, int64_t pos)
-      : blocks_(blocks), wrap_(kv.wrap), block_rows_(kv.block_rows), stride_(kv.kv_heads * kv.head_dim) {
+  RowWalker(const void* const* blocks, const KvStoreView& kv, int64_t pos, int64_t kvh)
+      : blocks_(blocks), wrap_(kv.wrap), block_rows_(kv.block_rows), dim_(kv.head_dim), head_(kvh * kv.block_rows) {
     r_ = wrap_ > 0 ? pos % wrap_ : pos;
     b_ = r_ / block_rows_;
     o_ = r_ % block_rows_;
   }
-  const T* row() const { return static_cast<const T*>(blocks_[b_]) + o_ * stride_; }
+  const T* row() const { return static_cast<const T*>(blocks_[b_]) + (head_ + o_) * dim_; }
   void next() {
     ++r_;
     ++o_;
@@ -67,28 +72,24 @@ class RowWalker {
 
  private:
   const void* const* blocks_;
-  int64_t wrap_, block_rows_, stride_;
+  int64_t wrap_, block_rows_, dim_, head_;
   int64_t r_ = 0, b_ = 0, o_ = 0;
 };
 
-// Prefetches the head's part of the K or V rows `distance` keys ahead of the ones being read:
-// consecutive positions are rows a full row stride apart (all KV heads), which the hardware
-// prefetchers follow poorly, and one core alone would otherwise wait on every row.
+// Prefetches the K or V rows `distance` keys ahead of the ones being read: without it one core
+// waits on every row's miss.
 template <typename T>
 class RowPrefetcher {
  public:
   RowPrefetcher(const void* const* blocks, const KvStoreView& kv, int64_t first_key, int64_t n, int64_t kvh,
                 int64_t distance)
-      : walk_(blocks, kv, first_key),
-        bytes_(kv.head_dim * static_cast<int64_t>(sizeof(T))),
-        offset_(kvh * kv.head_dim),
-        left_(n) {
+      : walk_(blocks, kv, first_key, kvh), bytes_(kv.head_dim * static_cast<int64_t>(sizeof(T))), left_(n) {
     for (int64_t i = 0; i < distance && left_ > 0; ++i) advance();
   }
   // Prefetches the next row.
   void advance() {
     if (left_ <= 0) return;
-    const char* p = reinterpret_cast<const char*>(walk_.row() + offset_);
+    const char* p = reinterpret_cast<const char*>(walk_.row());
     for (int64_t b = 0; b < bytes_; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
     walk_.next();
     --left_;
@@ -96,23 +97,21 @@ class RowPrefetcher {
 
  private:
   RowWalker<T> walk_;
-  int64_t bytes_, offset_, left_;
+  int64_t bytes_, left_;
 };
 
-// The head's part of the K or V rows of keys [lo, lo + span), handed out block by block.
+// The K or V rows of keys [lo, lo + span), handed out block by block.
 template <typename T>
 class KeyRows {
  public:
-  KeyRows(const void* const* blocks, const KvStoreView& kv, int64_t lo, int64_t kvh)
-      : walk_(blocks, kv, lo), offset_(kvh * kv.head_dim) {}
+  KeyRows(const void* const* blocks, const KvStoreView& kv, int64_t lo, int64_t kvh) : walk_(blocks, kv, lo, kvh) {}
   // Fills rows[0, keys) with the next `keys` keys' rows.
   void next(int keys, const T** rows) {
-    for (int r = 0; r < keys; ++r, walk_.next()) rows[r] = walk_.row() + offset_;
+    for (int r = 0; r < keys; ++r, walk_.next()) rows[r] = walk_.row();
   }
 
  private:
   RowWalker<T> walk_;
-  int64_t offset_;
 };
 
 // attention_dot's fold: part[i] += part[i + width] for width 8, 4, 2, 1.
@@ -127,23 +126,33 @@ inline float fold16(__m512 v) {
   return _mm_cvtss_f32(s1);
 }
 
-// Scores of one query head for keys [t0, t0 + KEYS): KEYS independent attention_dot chains.
-template <int KEYS, typename T>
-inline void dot_keys(const float* q, const T* const* k, int64_t d, float scale, float* out) {
-  __m512 acc[KEYS];
-  for (int r = 0; r < KEYS; ++r) acc[r] = _mm512_setzero_ps();
+// Scores of HEADS query heads for the KEYS keys k[0, KEYS): out[i][r] = attention_dot(q[i], k[r]) *
+// scale, HEADS x KEYS independent chains, each K vector loaded (and widened) once for all heads.
+template <int HEADS, int KEYS, typename T>
+inline void dot_block(const float* const* q, const T* const* k, int64_t d, float scale, float* const* out) {
+  __m512 acc[HEADS][KEYS];
+  for (int i = 0; i < HEADS; ++i)
+    for (int r = 0; r < KEYS; ++r) acc[i][r] = _mm512_setzero_ps();
   int64_t j = 0;
   for (; j + kLanes <= d; j += kLanes) {
-    const __m512 qv = _mm512_loadu_ps(q + j);
-    for (int r = 0; r < KEYS; ++r) acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(qv, load16(k[r] + j)));
+    __m512 kv[KEYS];
+    for (int r = 0; r < KEYS; ++r) kv[r] = load16(k[r] + j);
+    for (int i = 0; i < HEADS; ++i) {
+      const __m512 qv = _mm512_loadu_ps(q[i] + j);
+      for (int r = 0; r < KEYS; ++r) acc[i][r] = _mm512_fmadd_ps(qv, kv[r], acc[i][r]);
+    }
   }
   if (j < d) {  // the tail goes into part[0 .. d - j), as in attention_dot
     const __mmask16 m = static_cast<__mmask16>((1u << (d - j)) - 1);
-    const __m512 qv = _mm512_maskz_loadu_ps(m, q + j);
-    for (int r = 0; r < KEYS; ++r)
-      acc[r] = _mm512_mask_add_ps(acc[r], m, acc[r], _mm512_mul_ps(qv, load16(k[r] + j, m)));
+    __m512 kv[KEYS];
+    for (int r = 0; r < KEYS; ++r) kv[r] = load16(k[r] + j, m);
+    for (int i = 0; i < HEADS; ++i) {
+      const __m512 qv = _mm512_maskz_loadu_ps(m, q[i] + j);
+      for (int r = 0; r < KEYS; ++r) acc[i][r] = _mm512_mask3_fmadd_ps(qv, kv[r], acc[i][r], m);
+    }
   }
-  for (int r = 0; r < KEYS; ++r) out[r] = fold16(acc[r]) * scale;
+  for (int i = 0; i < HEADS; ++i)
+    for (int r = 0; r < KEYS; ++r) out[i][r] = fold16(acc[i][r]) * scale;
 }
 
 // For the HEADS tasks of one register block: acc[i][c0 .. c0 + 16 * nvec) += w_i(u) * V row u
@@ -165,35 +174,72 @@ void weighted_v_block(const T* const* rows, int keys, int64_t u0, const float* w
     for (int i = 0; i < HEADS; ++i) {
       const __mmask16 in = u >= begin[i] && u < end[i] ? __mmask16(0xFFFF) : __mmask16(0);
       const __m512 wi = _mm512_set1_ps(w[i * span + u]);
-      for (int v = 0; v < kVecsAtOnce; ++v)
-        a[i][v] = _mm512_mask_add_ps(a[i][v], in, a[i][v], _mm512_mul_ps(wi, vv[v]));
+      for (int v = 0; v < kVecsAtOnce; ++v) a[i][v] = _mm512_mask3_fmadd_ps(wi, vv[v], a[i][v], in);
     }
   }
   for (int i = 0; i < HEADS; ++i)
     for (int v = 0; v < kVecsAtOnce; ++v) _mm512_mask_storeu_ps(acc + i * d + c0 + v * kLanes, mask[v], a[i][v]);
 }
 
+// weighted_v_block where every task sees all kKeyBlock keys of the block and the slice is
+// kVecsAtOnce whole vectors: the same adds, without masks.
+template <int HEADS, typename T>
+void weighted_v_block_whole(const T* const* rows, int64_t u0, const float* w, int64_t span, int64_t c0, float* acc,
+                            int64_t d) {
+  __m512 a[HEADS][kVecsAtOnce];
+  for (int i = 0; i < HEADS; ++i)
+    for (int v = 0; v < kVecsAtOnce; ++v) a[i][v] = _mm512_loadu_ps(acc + i * d + c0 + v * kLanes);
+  for (int r = 0; r < kKeyBlock; ++r) {
+    __m512 vv[kVecsAtOnce];
+    for (int v = 0; v < kVecsAtOnce; ++v) vv[v] = load16(rows[r] + c0 + v * kLanes);
+    for (int i = 0; i < HEADS; ++i) {
+      const __m512 wi = _mm512_set1_ps(w[i * span + u0 + r]);
+      for (int v = 0; v < kVecsAtOnce; ++v) a[i][v] = _mm512_fmadd_ps(wi, vv[v], a[i][v]);
+    }
+  }
+  for (int i = 0; i < HEADS; ++i)
+    for (int v = 0; v < kVecsAtOnce; ++v) _mm512_storeu_ps(acc + i * d + c0 + v * kLanes, a[i][v]);
+}
+
 template <typename T>
 void scores(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo, int64_t span,
             float scale, float* scores) {
   const int64_t d = kv.head_dim;
-  // Tasks in the inner loop: each block of K rows is read from memory once for all of them.
+  // Keys in blocks whose K rows, read from memory once, serve every task; within a block, up to
+  // kHeadsAtOnce tasks that see all its keys share each K vector load.
   KeyRows<T> key_rows(kv.k_blocks, kv, lo, kvh);
   RowPrefetcher<T> ahead(kv.k_blocks, kv, lo, span, kvh, kPrefetchKeys);
   const T* k[kKeysAtOnce];
+  const float* q[kHeadsAtOnce];
+  float* out[kHeadsAtOnce];
   for (int64_t u = 0; u < span; u += kKeysAtOnce) {
     const int keys = static_cast<int>(min_i64(kKeysAtOnce, span - u));
     key_rows.next(keys, k);
     for (int r = 0; r < keys; ++r) ahead.advance();
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t b = tasks[i].first_key - lo;
-      const int64_t e = b + tasks[i].n;
-      float* si = scores + i * span;
-      if (keys == kKeysAtOnce && u >= b && u + kKeysAtOnce <= e) {
-        dot_keys<kKeysAtOnce>(tasks[i].q, k, d, scale, si + u);
-      } else {
+    for (int64_t h0 = 0; h0 < count; h0 += kHeadsAtOnce) {
+      const int heads = static_cast<int>(min_i64(kHeadsAtOnce, count - h0));
+      bool whole = keys == kKeysAtOnce;  // every task of the group sees every key of the block
+      for (int i = 0; i < heads; ++i) {
+        const HeadTask& t = tasks[h0 + i];
+        q[i] = t.q;
+        out[i] = scores + (h0 + i) * span + u;
+        whole = whole && t.first_key - lo <= u && u + kKeysAtOnce <= t.first_key - lo + t.n;
+      }
+      if (whole) {
+        switch (heads) {
+          case 1: dot_block<1, kKeysAtOnce>(q, k, d, scale, out); break;
+          case 2: dot_block<2, kKeysAtOnce>(q, k, d, scale, out); break;
+          case 3: dot_block<3, kKeysAtOnce>(q, k, d, scale, out); break;
+          default: dot_block<4, kKeysAtOnce>(q, k, d, scale, out); break;
+        }
+        continue;
+      }
+      for (int i = 0; i < heads; ++i) {
+        const HeadTask& t = tasks[h0 + i];
         for (int r = 0; r < keys; ++r) {
-          if (u + r >= b && u + r < e) dot_keys<1>(tasks[i].q, k + r, d, scale, si + u + r);
+          const int64_t key = lo + u + r;
+          float* o = out[i] + r;
+          if (key >= t.first_key && key < t.first_key + t.n) dot_block<1, 1>(q + i, k + r, d, scale, &o);
         }
       }
     }
@@ -224,10 +270,21 @@ void weighted_v(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int
         begin[i] = tasks[h0 + i].first_key - lo;
         end[i] = begin[i] + tasks[h0 + i].n;
       }
+      bool whole = keys == kKeyBlock;  // every task of the group sees every key of the block
+      for (int i = 0; i < heads; ++i) whole = whole && begin[i] <= u0 && u0 + kKeyBlock <= end[i];
       const float* wh = w + h0 * span;
       float* ah = acc + h0 * d;
       for (int64_t c0 = 0; c0 < d; c0 += kVecsAtOnce * kLanes) {
         for (const int64_t due = ++slice * kKeyBlock / slices; fetched < due; ++fetched) ahead.advance();
+        if (whole && c0 + kVecsAtOnce * kLanes <= d) {
+          switch (heads) {
+            case 1: weighted_v_block_whole<1>(rows, u0, wh, span, c0, ah, d); break;
+            case 2: weighted_v_block_whole<2>(rows, u0, wh, span, c0, ah, d); break;
+            case 3: weighted_v_block_whole<3>(rows, u0, wh, span, c0, ah, d); break;
+            default: weighted_v_block_whole<4>(rows, u0, wh, span, c0, ah, d); break;
+          }
+          continue;
+        }
         const int64_t width = min_i64(kVecsAtOnce * kLanes, d - c0);
         const int nvec = static_cast<int>((width + kLanes - 1) / kLanes);
         const int64_t tail = width - (nvec - 1) * kLanes;
@@ -254,7 +311,58 @@ void weighted_v(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int
   }
 }
 
+// softmax_exp on 16 lanes: the same operations in the same order.
+inline __m512 softmax_exp16(__m512 x) {
+  using namespace softmax_exp_constants;
+  const __m512 round = _mm512_set1_ps(kRound);
+  const __m512 n = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)), round), round);
+  const __m512 r = _mm512_sub_ps(_mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(kLn2Hi))),
+                                 _mm512_mul_ps(n, _mm512_set1_ps(kLn2Lo)));
+  __m512 p = _mm512_set1_ps(kP0);
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kP1));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kP2));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kP3));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kP4));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kP5));
+  const __m512 e = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(p, _mm512_mul_ps(r, r)), r), _mm512_set1_ps(1.0f));
+  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  const __m512 y = _mm512_mul_ps(e, _mm512_castsi512_ps(bits));
+  // +0 below the floor; NaN lanes (not below it) stay NaN.
+  const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kSoftmaxExpFloor), _CMP_NLT_UQ);
+  return _mm512_maskz_mov_ps(keep, y);
+}
+
+// The horizontal maximum as the portable loop's std::max finds it (a NaN score is skipped).
+inline float max16(__m512 v) {
+  const __m256 a = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  const __m128 b = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  const __m128 c = _mm_max_ps(b, _mm_movehl_ps(b, b));
+  return _mm_cvtss_f32(_mm_max_ss(c, _mm_shuffle_ps(c, c, 1)));
+}
+
 }  // namespace
+
+float softmax_numerators_avx512(float* scores, int64_t n) {
+  const __m512 low = _mm512_set1_ps(-INFINITY);
+  __m512 m = low;
+  int64_t t = 0;
+  for (; t + kLanes <= n; t += kLanes) m = _mm512_max_ps(_mm512_loadu_ps(scores + t), m);
+  const auto tail = static_cast<__mmask16>(t < n ? (1u << (n - t)) - 1 : 0);
+  if (tail) m = _mm512_max_ps(_mm512_mask_loadu_ps(low, tail, scores + t), m);
+  const __m512 mv = _mm512_set1_ps(max16(m));
+  __m512 part = _mm512_setzero_ps();
+  for (t = 0; t + kLanes <= n; t += kLanes) {
+    const __m512 e = softmax_exp16(_mm512_sub_ps(_mm512_loadu_ps(scores + t), mv));
+    _mm512_storeu_ps(scores + t, e);
+    part = _mm512_add_ps(part, e);
+  }
+  if (tail) {
+    const __m512 e = softmax_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, scores + t), mv));
+    _mm512_mask_storeu_ps(scores + t, tail, e);
+    part = _mm512_mask_add_ps(part, tail, part, e);
+  }
+  return fold16(part);
+}
 
 void attention_scores_avx512(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,
                              int64_t span, float scale, float* out) {

@@ -18,6 +18,9 @@ void attention_scores_avx512(const HeadTask* tasks, int64_t count, const KvStore
 void weighted_v_avx512(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,
                        int64_t span, const float* w, const float* inv, float* acc);
 
+// softmax_numerators (attention.h), the same bytes.
+float softmax_numerators_avx512(float* scores, int64_t n);
+
 // The same two steps with AVX2; row: head_dim floats of scratch where a
 // bf16 row is widened.
 void attention_scores_avx2(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,

@@ -70,20 +70,39 @@ void KvCache::allocate_ring() {
   v_blocks_.push_back(storage_[1].get());
 }
 
-std::byte* KvCache::slot(const std::vector<void*>& blocks, int64_t pos) const {
+std::byte* KvCache::slot(const std::vector<void*>& blocks, int64_t pos, int64_t kvh) const {
   const int64_t r = is_ring() ? pos % capacity_ : pos;
   return static_cast<std::byte*>(blocks[static_cast<size_t>(r / block_positions_)]) +
-         (r % block_positions_) * row_bytes();
+         (kvh * block_positions_ + r % block_positions_) * head_row_bytes();
+}
+
+void KvCache::gather(int64_t pos, std::byte* k, std::byte* v) const {
+  const auto bytes = static_cast<size_t>(head_row_bytes());
+  for (int64_t h = 0; h < kv_heads_; ++h) {
+    std::memcpy(k + h * bytes, slot(k_blocks_, pos, h), bytes);
+    std::memcpy(v + h * bytes, slot(v_blocks_, pos, h), bytes);
+  }
+}
+
+void KvCache::scatter(int64_t pos, const std::byte* k, const std::byte* v) {
+  const auto bytes = static_cast<size_t>(head_row_bytes());
+  for (int64_t h = 0; h < kv_heads_; ++h) {
+    std::memcpy(slot(k_blocks_, pos, h), k + h * bytes, bytes);
+    std::memcpy(slot(v_blocks_, pos, h), v + h * bytes, bytes);
+  }
 }
 
 void KvCache::write(int64_t pos, const float* k, const float* v) {
-  const int64_t n = row_elements();
-  if (type_ == KvType::F32) {
-    std::memcpy(slot(k_blocks_, pos), k, static_cast<size_t>(row_bytes()));
-    std::memcpy(slot(v_blocks_, pos), v, static_cast<size_t>(row_bytes()));
-  } else {
-    f32_to_bf16_row(k, n, reinterpret_cast<uint16_t*>(slot(k_blocks_, pos)));
-    f32_to_bf16_row(v, n, reinterpret_cast<uint16_t*>(slot(v_blocks_, pos)));
+  for (int64_t h = 0; h < kv_heads_; ++h) {
+    const float* kh = k + h * head_dim_;
+    const float* vh = v + h * head_dim_;
+    if (type_ == KvType::F32) {
+      std::memcpy(slot(k_blocks_, pos, h), kh, static_cast<size_t>(head_row_bytes()));
+      std::memcpy(slot(v_blocks_, pos, h), vh, static_cast<size_t>(head_row_bytes()));
+    } else {
+      f32_to_bf16_row(kh, head_dim_, reinterpret_cast<uint16_t*>(slot(k_blocks_, pos, h)));
+      f32_to_bf16_row(vh, head_dim_, reinterpret_cast<uint16_t*>(slot(v_blocks_, pos, h)));
+    }
   }
 }
 
@@ -123,8 +142,7 @@ KvCache::WindowCopy KvCache::copy_window(int64_t margin) const {
   copy.v.resize(copy.k.size());
   for (int64_t pos = copy.begin; pos < offset_; ++pos) {
     const auto at = static_cast<size_t>(pos - copy.begin) * row;
-    std::memcpy(copy.k.data() + at, k_row(pos), row);
-    std::memcpy(copy.v.data() + at, v_row(pos), row);
+    gather(pos, copy.k.data() + at, copy.v.data() + at);
   }
   return copy;
 }
@@ -152,8 +170,7 @@ void KvCache::restore_window(const WindowCopy& copy, int64_t to) {
   allocate_ring();
   for (int64_t pos = copy.begin; pos < to; ++pos) {
     const auto at = static_cast<size_t>(pos - copy.begin) * row;
-    std::memcpy(slot(k_blocks_, pos), copy.k.data() + at, row);
-    std::memcpy(slot(v_blocks_, pos), copy.v.data() + at, row);
+    scatter(pos, copy.k.data() + at, copy.v.data() + at);
   }
   offset_ = to;
   // Only the copied positions are known intact: no rollback below their window.
@@ -167,24 +184,23 @@ void KvCache::check_readable(int64_t pos) const {
     fail("KV cache: position {} is not readable (retained positions are [{}, {}))", pos, oldest_, offset_);
 }
 
-const void* KvCache::k_row(int64_t pos) const {
+void KvCache::read_stored(int64_t pos, std::byte* k, std::byte* v) const {
   check_readable(pos);
-  return slot(k_blocks_, pos);
-}
-
-const void* KvCache::v_row(int64_t pos) const {
-  check_readable(pos);
-  return slot(v_blocks_, pos);
+  gather(pos, k, v);
 }
 
 void KvCache::read(int64_t pos, float* k, float* v) const {
-  const int64_t n = row_elements();
-  if (type_ == KvType::F32) {
-    std::memcpy(k, k_row(pos), static_cast<size_t>(row_bytes()));
-    std::memcpy(v, v_row(pos), static_cast<size_t>(row_bytes()));
-  } else {
-    bf16_to_f32_row(static_cast<const uint16_t*>(k_row(pos)), n, k);
-    bf16_to_f32_row(static_cast<const uint16_t*>(v_row(pos)), n, v);
+  check_readable(pos);
+  for (int64_t h = 0; h < kv_heads_; ++h) {
+    const std::byte* kh = slot(k_blocks_, pos, h);
+    const std::byte* vh = slot(v_blocks_, pos, h);
+    if (type_ == KvType::F32) {
+      std::memcpy(k + h * head_dim_, kh, static_cast<size_t>(head_row_bytes()));
+      std::memcpy(v + h * head_dim_, vh, static_cast<size_t>(head_row_bytes()));
+    } else {
+      bf16_to_f32_row(reinterpret_cast<const uint16_t*>(kh), head_dim_, k + h * head_dim_);
+      bf16_to_f32_row(reinterpret_cast<const uint16_t*>(vh), head_dim_, v + h * head_dim_);
+    }
   }
 }
 

@@ -6,8 +6,9 @@
 //    keeps its identity, rollback is a change of `offset` only and stays valid at any context
 //    length for up to `extra` positions, and the newest min(offset, W) keys can be read in
 //    chronological order without copying (the drafter's view).
-// Rows are stored after k_norm + RoPE (K) and v_norm (V), layout [kv_head][head_dim], as f32 or
-// bf16 (kv_type.h: rounded once, when the row is written).
+// Rows are stored after k_norm + RoPE (K) and v_norm (V), as f32 or bf16 (kv_type.h: rounded once,
+// when the row is written). A storage block keeps each KV head's rows together
+// ([kv_head][position][head_dim], KvStoreView): one head's attention reads contiguous memory.
 // Storage is left uninitialized (zeroing the ~100 MB of an E4B cache cost ~200 ms of the first
 // forward): every reader reads only positions written since the last reset.
 #include <cstddef>
@@ -84,10 +85,9 @@ class KvCache {
   // The drafter's chronological view: positions [view_begin(), offset()), i.e. the newest
   // min(offset, W) keys on ring caches and all keys on full caches.
   int64_t view_begin() const;
-  // Stored rows (row_bytes() each) of a committed position inside [oldest retained, offset);
-  // throws outside.
-  const void* k_row(int64_t pos) const;
-  const void* v_row(int64_t pos) const;
+  // The stored K and V rows of a committed position inside [oldest retained, offset), all KV heads
+  // in order ([kv_head][head_dim], row_bytes() each); throws outside.
+  void read_stored(int64_t pos, std::byte* k, std::byte* v) const;
   // The same rows as f32 (row_elements() floats each; bf16 widened exactly).
   void read(int64_t pos, float* k, float* v) const;
 
@@ -104,7 +104,12 @@ class KvCache {
 
  private:
   KvCache() = default;
-  std::byte* slot(const std::vector<void*>& blocks, int64_t pos) const;
+  // KV head kvh's row of position pos.
+  std::byte* slot(const std::vector<void*>& blocks, int64_t pos, int64_t kvh) const;
+  int64_t head_row_bytes() const { return head_dim_ * kv_type_bytes(type_); }
+  // Copies the K and V rows of every head of `pos` from / to [kv_head][head_dim] rows.
+  void gather(int64_t pos, std::byte* k, std::byte* v) const;
+  void scatter(int64_t pos, const std::byte* k, const std::byte* v);
   void allocate_ring();
   void check_readable(int64_t pos) const;
 
