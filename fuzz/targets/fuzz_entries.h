@@ -37,5 +37,8 @@ int fuzz_grammar(const uint8_t* data, size_t size);
 // Forced tool calls: byte 0 bit 0 allows parallel calls, bit 1 names the first tool; the rest is a
 // `tools` array (JSON), whose tool-call grammar is then run over the same bytes.
 int fuzz_tool_call_grammar(const uint8_t* data, size_t size);
+// The cache inventory over one packed-weight file or GGUF image.json written from the input into
+// a temporary cache directory. See targets/cache_entry.cpp for the input format.
+int fuzz_cache_entry(const uint8_t* data, size_t size);
 
 }  // namespace specula::fuzz

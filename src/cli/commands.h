@@ -17,5 +17,6 @@ void add_detokenize_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
+void add_cache_command(CLI::App& app);
 
 }  // namespace specula::cli

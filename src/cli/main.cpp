@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   specula::cli::add_serve_command(app);
   specula::cli::add_chat_command(app);
   specula::cli::add_demo_command(app);
+  specula::cli::add_cache_command(app);
   if (report_unknown_command(app, argc, argv)) return 2;
   try {
     app.parse(argc, argv);

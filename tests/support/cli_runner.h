@@ -31,9 +31,17 @@ inline CliResult run_shell(const std::string& cmd) {
 }
 
 // Runs the CLI with `args` (shell-quoted by the caller); stderr is captured too with merge_stderr,
-// else discarded.
+// else discarded. Without SPECULA_PACKED_CACHE in the environment the on-disk caches are off: a
+// test never writes into the cache directory of the user running it (tests that exercise the
+// caches choose a directory of their own).
 inline CliResult run_cli(const std::string& args, bool merge_stderr = false) {
-  return run_shell(std::string(SPECULA_BINARY) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null"));
+  return run_shell("SPECULA_PACKED_CACHE=\"${SPECULA_PACKED_CACHE:-off}\" " + std::string(SPECULA_BINARY) + " " + args +
+                   (merge_stderr ? " 2>&1" : " 2>/dev/null"));
+}
+
+// run_cli with `env` ("NAME=value ... ", shell-quoted by the caller) before the binary.
+inline CliResult run_cli_env(const std::string& env, const std::string& args, bool merge_stderr = false) {
+  return run_shell(env + std::string(SPECULA_BINARY) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 }  // namespace specula::test

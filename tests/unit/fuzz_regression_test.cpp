@@ -34,6 +34,7 @@ const Target kTargets[] = {
     {"gguf", specula::fuzz::fuzz_gguf},
     {"grammar", specula::fuzz::fuzz_grammar},
     {"tool_call_grammar", specula::fuzz::fuzz_tool_call_grammar},
+    {"cache_entry", specula::fuzz::fuzz_cache_entry},
 };
 
 std::vector<fs::path> inputs(const fs::path& dir) {

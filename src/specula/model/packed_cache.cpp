@@ -31,47 +31,10 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr uint64_t kHugePage = uint64_t{2} << 20;
-constexpr uint64_t kMatrixAlign = 64;  // as pack_matrices() lays the matrices out
-constexpr char kMagic[8] = {'S', 'P', 'E', 'C', 'P', 'A', 'C', 'K'};
-// Fixed header: magic[8], u32 version, u32 zero, u64 key bytes, u64 data offset, u64 data bytes.
-constexpr uint64_t kFixedHeader = 40;
-constexpr uint64_t kMaxKeyBytes = uint64_t{64} << 20;       // far above any real model's key
+constexpr uint64_t kMatrixAlign = 64;                       // as pack_matrices() lays the matrices out
 constexpr uint64_t kFreeSpaceMargin = uint64_t{256} << 20;  // leave the disk this much after writing
 
 uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
-
-void store_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }  // x86/arm64 hosts: little-endian
-void store_u64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
-uint32_t load_u32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-uint64_t load_u64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-
-struct FdCloser {
-  int fd = -1;
-  ~FdCloser() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-bool pread_all(int fd, void* out, uint64_t n, uint64_t offset) {
-  auto* p = static_cast<uint8_t*>(out);
-  while (n > 0) {
-    const ssize_t r = ::pread(fd, p, static_cast<size_t>(std::min<uint64_t>(n, 1u << 30)), static_cast<off_t>(offset));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<uint64_t>(r);
-    offset += static_cast<uint64_t>(r);
-  }
-  return true;
-}
 
 // Returns 0 or the errno of the failure (ENOSPC for a write that made no progress).
 int pwrite_all(int fd, const void* data, uint64_t n, uint64_t offset) {
@@ -106,44 +69,17 @@ Layout layout_of(std::span<WeightMatrix* const> matrices) {
   return l;
 }
 
-uint64_t data_offset_for(const std::string& key) { return round_up(kFixedHeader + key.size(), kHugePage); }
-
-std::vector<uint8_t> header_bytes(const std::string& key, uint64_t data_bytes) {
-  std::vector<uint8_t> h(kFixedHeader + key.size());
-  std::memcpy(h.data(), kMagic, 8);
-  store_u32(h.data() + 8, kPackedLayoutVersion);
-  store_u32(h.data() + 12, 0);
-  store_u64(h.data() + 16, key.size());
-  store_u64(h.data() + 24, data_offset_for(key));
-  store_u64(h.data() + 32, data_bytes);
-  std::memcpy(h.data() + kFixedHeader, key.data(), key.size());
-  return h;
-}
-
 // Maps the cache file when its header, key and size are exactly the expected ones.
 bool map_matching_file(const std::string& path, const std::string& key, uint64_t data_bytes,
                        PackedFileMapping& mapping) {
-  FdCloser f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) return false;
-  struct stat st {};
-  if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0) return false;
-  const auto file_size = static_cast<uint64_t>(st.st_size);
-  uint8_t fixed[kFixedHeader];
-  if (file_size < kFixedHeader || !pread_all(f.fd, fixed, kFixedHeader, 0)) return false;
-  if (std::memcmp(fixed, kMagic, 8) != 0 || load_u32(fixed + 8) != kPackedLayoutVersion || load_u32(fixed + 12) != 0)
-    return false;
-  const uint64_t key_bytes = load_u64(fixed + 16);
-  const uint64_t data_offset = load_u64(fixed + 24);
-  const uint64_t stored_data_bytes = load_u64(fixed + 32);
-  // Every size from the file is checked against the expected values and the file size before use.
-  if (key_bytes != key.size() || key_bytes > kMaxKeyBytes || data_offset != data_offset_for(key) ||
-      stored_data_bytes != data_bytes)
-    return false;
-  if (data_offset > file_size || data_bytes != file_size - data_offset) return false;
-  if (kFixedHeader + key_bytes > data_offset) return false;
-  std::string stored_key(static_cast<size_t>(key_bytes), '\0');
-  if (!pread_all(f.fd, stored_key.data(), key_bytes, kFixedHeader) || stored_key != key) return false;
-  return mapping.map(f.fd, data_offset, data_bytes);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const std::optional<PackedFileHeader> h = read_packed_file_header(fd);
+  const bool same = h && h->version == kPackedLayoutVersion && h->key == key &&
+                    h->data_offset == packed_data_offset(key) && h->data_bytes == data_bytes;
+  const bool mapped = same && mapping.map(fd, h->data_offset, data_bytes);
+  ::close(fd);
+  return mapped;
 }
 
 // Removes temporary files of `final_name` left in `dir` by processes that no longer run.
@@ -171,7 +107,7 @@ std::string write_cache_file(const std::string& path, const std::string& key, co
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return fmt::format("cannot create {}: {}", dir.string(), ec.message());
-  const uint64_t data_offset = data_offset_for(key);
+  const uint64_t data_offset = packed_data_offset(key);
   struct statvfs vfs {};
   if (::statvfs(dir.c_str(), &vfs) == 0) {
     const uint64_t avail = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
@@ -186,7 +122,7 @@ std::string write_cache_file(const std::string& path, const std::string& key, co
   const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter.fetch_add(1));
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return fmt::format("cannot create {}: {}", tmp, std::strerror(errno));
-  const std::vector<uint8_t> header = header_bytes(key, data_bytes);
+  const std::vector<uint8_t> header = packed_file_header(key, data_bytes);
   int err = pwrite_all(fd, header.data(), header.size(), 0);
   if (err == 0) err = pwrite_all(fd, data, data_bytes, data_offset);  // the gap before it stays a hole
   if (::close(fd) != 0 && err == 0) err = errno;
@@ -230,12 +166,6 @@ class TensorLocator {
  private:
   std::vector<const TensorView*> tensors_;
 };
-
-bool is_identity_file(const std::string& name) {
-  const std::string ext = ".safetensors";
-  return name == "config.json" || name == "model.safetensors.index.json" ||
-         (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0);
-}
 
 }  // namespace
 
@@ -299,30 +229,12 @@ bool PackedFileMapping::map(int fd, uint64_t offset, uint64_t bytes) {
   return true;
 }
 
-std::string packed_cache_file(const std::string& cache_dir, const std::string& checkpoint_dir) {
-  return (fs::path(cache_dir) / fmt::format("{:016x}{}", fnv1a64(absolute_path(checkpoint_dir)), kPackedCacheSuffix))
-      .string();
-}
-
 std::string packed_cache_key(const TensorStore& store, std::span<WeightMatrix* const> matrices) {
   const std::string dir = absolute_path(store.dir());
   std::string key = fmt::format("specula packed weights, layout {}\ndir {}\n", kPackedLayoutVersion, dir);
-
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (is_identity_file(name)) names.push_back(name);
-  }
-  if (ec || names.empty()) return {};
-  std::sort(names.begin(), names.end());
-  for (const std::string& name : names) {
-    struct stat st {};
-    if (::stat((fs::path(dir) / name).c_str(), &st) != 0) return {};
-    const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    key += fmt::format("file {} size {} mtime_ns {} inode {} dev {}\n", name, static_cast<int64_t>(st.st_size),
-                       mtime_ns, static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_dev));
-  }
+  const std::string files = packed_cache_file_lines(dir);
+  if (files.empty()) return {};
+  key += files;
 
   const TensorLocator locate(store);
   const Layout layout = layout_of(matrices);

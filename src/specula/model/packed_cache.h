@@ -4,9 +4,9 @@
 // packed bytes from the file instead (a 4-bit E4B then loads in under a second).
 //
 // One file per checkpoint directory: <cache dir>/<hash of its absolute path>.specula-packed
-//   fixed header (magic, layout version, key length, data offset, data length), the identity key
-//   text, zeros up to the data offset (a multiple of 2 MiB), then the packed matrices in order,
-//   each at a 64-byte-aligned offset — the layout pack_matrices() builds in memory.
+//   (model/packed_cache_file.h): fixed header, the identity key text, zeros up to the data offset
+//   (a multiple of 2 MiB), then the packed matrices in order, each at a 64-byte-aligned offset —
+//   the layout pack_matrices() builds in memory.
 // The identity key names everything the packed bytes depend on: the directory; each weight file's
 // name, size, mtime and inode; config.json's; kPackedLayoutVersion; and every packed matrix's
 // source tensors (name + byte offset), shape, bits, group size, scale dtype, byte size and offset.
@@ -22,13 +22,10 @@
 #include "specula/io/safetensors.h"
 #include "specula/kernels/packed_affine.h"
 #include "specula/kernels/weight_matrix.h"
+#include "specula/model/packed_cache_file.h"
 #include "specula/util/thread_pool.h"
 
 namespace specula {
-
-// Bump whenever the packed layout (packed_affine.h) or this file's format changes.
-inline constexpr uint32_t kPackedLayoutVersion = 1;
-inline constexpr char kPackedCacheSuffix[] = ".specula-packed";
 
 enum class PackedSource {
   None,          // nothing packed: exact precision, or no matrix the fast kernels take
@@ -84,9 +81,6 @@ struct PackedCacheOptions {
 PackedWeights load_packed_weights(const TensorStore& store, std::span<WeightMatrix* const> matrices,
                                   const PackedCacheOptions& options, ThreadPool& pool,
                                   const std::function<void(const WeightMatrix&)>& after_pack = {});
-
-// The cache file of a checkpoint directory inside cache_dir.
-std::string packed_cache_file(const std::string& cache_dir, const std::string& checkpoint_dir);
 
 // The identity key of the packed layout of `matrices` from `store` (see the top of this file), or
 // an empty string when a matrix's bytes cannot be traced to a tensor of the store (then nothing is
