@@ -1,5 +1,5 @@
-// softmax_exp against the exact exponential, and the softmax numerators of the AVX-512 kernels
-// against the portable loops' bytes.
+// softmax_exp against the exact exponential, and the softmax numerators of the AVX2 and AVX-512
+// kernels against the portable loops' bytes.
 #include "specula/kernels/softmax_exp.h"
 
 #include <cmath>
@@ -52,23 +52,32 @@ TEST(SoftmaxExp, NumeratorsSumInSixteenPartialSums) {
 }
 
 #if defined(SPECULA_X86)
-TEST(SoftmaxExp, Avx512NumeratorsAreThePortableBytes) {
-  if (detected_isa() < Isa::Avx512) return;  // nothing to compare on this CPU
+TEST(SoftmaxExp, VectorNumeratorsAreThePortableBytes) {
+  struct Kernel {
+    Isa isa;
+    float (*numerators)(float*, int64_t);
+  };
+  std::vector<Kernel> kernels;  // those this CPU runs
+  if (detected_isa() >= Isa::Avx2) kernels.push_back({Isa::Avx2, detail::softmax_numerators_avx2});
+  if (detected_isa() >= Isa::Avx512) kernels.push_back({Isa::Avx512, detail::softmax_numerators_avx512});
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<int64_t> lengths;
   for (int64_t n = 1; n <= 40; ++n) lengths.push_back(n);
   lengths.push_back(1000);
   lengths.push_back(4099);
-  for (const float spread : {1.0f, 30.0f, 200.0f}) {  // 200: many scores below the floor
-    for (const int64_t n : lengths) {
-      std::vector<float> a(static_cast<size_t>(n));
-      for (float& x : a) x = nd(rng) * spread;
-      std::vector<float> b = a;
-      const float ta = softmax_numerators(a.data(), n);
-      const float tb = detail::softmax_numerators_avx512(b.data(), n);
-      EXPECT_EQ(std::memcmp(&ta, &tb, sizeof(float)), 0) << n << " keys, spread " << spread;
-      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << n << " keys, spread " << spread;
+  for (const Kernel& k : kernels) {
+    for (const float spread : {1.0f, 30.0f, 200.0f}) {  // 200: many scores below the floor
+      for (const int64_t n : lengths) {
+        std::vector<float> a(static_cast<size_t>(n));
+        for (float& x : a) x = nd(rng) * spread;
+        std::vector<float> b = a;
+        const float ta = softmax_numerators(a.data(), n);
+        const float tb = k.numerators(b.data(), n);
+        const auto where = testing::Message() << isa_name(k.isa) << ", " << n << " keys, spread " << spread;
+        EXPECT_EQ(std::memcmp(&ta, &tb, sizeof(float)), 0) << where;
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << where;
+      }
     }
   }
 }

@@ -83,7 +83,7 @@ void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, i
   switch (kernels) {
 #if defined(SPECULA_X86)
     case Kernels::Avx512: detail::attention_scores_avx512(tasks, count, kv, kvh, lo, span, scale, scores); break;
-    case Kernels::Avx2: detail::attention_scores_avx2(tasks, count, kv, kvh, lo, span, scale, scores, rows); break;
+    case Kernels::Avx2: detail::attention_scores_avx2(tasks, count, kv, kvh, lo, span, scale, scores); break;
 #endif
     default:
       for (int64_t i = 0; i < count; ++i)
@@ -93,6 +93,7 @@ void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, i
     float* si = scores + i * span + (tasks[i].first_key - lo);
 #if defined(SPECULA_X86)
     const float total = kernels == Kernels::Avx512 ? detail::softmax_numerators_avx512(si, tasks[i].n)
+                        : kernels == Kernels::Avx2 ? detail::softmax_numerators_avx2(si, tasks[i].n)
                                                    : softmax_numerators(si, tasks[i].n);
 #else
     const float total = softmax_numerators(si, tasks[i].n);
@@ -105,7 +106,7 @@ void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, i
       detail::weighted_v_avx512(tasks, count, kv, kvh, lo, span, scores, inv, scratch.acc.data());
       break;
     case Kernels::Avx2:
-      detail::weighted_v_avx2(tasks, count, kv, kvh, lo, span, scores, inv, scratch.acc.data(), rows);
+      detail::weighted_v_avx2(tasks, count, kv, kvh, lo, span, scores, inv, scratch.acc.data());
       break;
 #endif
     default:

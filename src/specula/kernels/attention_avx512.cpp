@@ -18,6 +18,7 @@
 
 #include "specula/kernels/attention.h"
 #include "specula/kernels/attention_kernels.h"
+#include "specula/kernels/kv_row_walker.h"
 #include "specula/kernels/softmax_exp.h"
 
 namespace specula::detail {
@@ -45,36 +46,6 @@ inline __m512 load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps
 inline __m512 load16(const uint16_t* p, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
-
-// KV head kvh's K or V rows of consecutive positions (KvStoreView::k_row / v_row without a
-// division per key): the physical row advances by one, wrapping at the ring's end or moving to the
-// next block. T: the store's element (float, or uint16_t for bf16).
-template <typename T>
-class RowWalker {
- public:
-  RowWalker(const void* const* blocks, const KvStoreView& kv, int64_t pos, int64_t kvh)
-      : blocks_(blocks), wrap_(kv.wrap), block_rows_(kv.block_rows), dim_(kv.head_dim), head_(kvh * kv.block_rows) {
-    r_ = wrap_ > 0 ? pos % wrap_ : pos;
-    b_ = r_ / block_rows_;
-    o_ = r_ % block_rows_;
-  }
-  const T* row() const { return static_cast<const T*>(blocks_[b_]) + (head_ + o_) * dim_; }
-  void next() {
-    ++r_;
-    ++o_;
-    if (wrap_ > 0 && r_ == wrap_) {
-      r_ = b_ = o_ = 0;
-    } else if (o_ == block_rows_) {
-      ++b_;
-      o_ = 0;
-    }
-  }
-
- private:
-  const void* const* blocks_;
-  int64_t wrap_, block_rows_, dim_, head_;
-  int64_t r_ = 0, b_ = 0, o_ = 0;
-};
 
 // Prefetches the K or V rows `distance` keys ahead of the ones being read: without it one core
 // waits on every row's miss.

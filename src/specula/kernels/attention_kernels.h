@@ -21,12 +21,12 @@ void weighted_v_avx512(const HeadTask* tasks, int64_t count, const KvStoreView& 
 // softmax_numerators (attention.h), the same bytes.
 float softmax_numerators_avx512(float* scores, int64_t n);
 
-// The same two steps with AVX2; row: head_dim floats of scratch where a
-// bf16 row is widened.
+// The same three steps with AVX2.
 void attention_scores_avx2(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,
-                           int64_t span, float scale, float* scores, float* row);
+                           int64_t span, float scale, float* scores);
+float softmax_numerators_avx2(float* scores, int64_t n);
 void weighted_v_avx2(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo, int64_t span,
-                     const float* w, const float* inv, float* acc, float* row);
+                     const float* w, const float* inv, float* acc);
 #endif
 
 }  // namespace specula::detail
