@@ -117,8 +117,8 @@ void scores(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t
 // For HEADS tasks: acc[i][c0 .. c0 + 8 * kValueVecs) += w_i(t) * V row t over the keys of one
 // block, ascending, each task only over the keys it sees; the slice stays in registers.
 template <int HEADS, typename T>
-void weighted_v_slice(const T* const* rows, int keys, int64_t t0, const HeadTask* tasks, const float* w,
-                      int64_t span, int64_t lo, int64_t c0, float* acc, int64_t d) {
+void weighted_v_slice(const T* const* rows, int keys, int64_t t0, const HeadTask* tasks, const float* w, int64_t span,
+                      int64_t lo, int64_t c0, float* acc, int64_t d) {
   __m256 a[HEADS][kValueVecs];
   for (int i = 0; i < HEADS; ++i)
     for (int v = 0; v < kValueVecs; ++v) a[i][v] = _mm256_loadu_ps(acc + i * d + c0 + 8 * v);
@@ -178,8 +178,7 @@ void weighted_v(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int
   for (int64_t i = 0; i < count; ++i) {
     const __m256 s = _mm256_set1_ps(inv[i]);
     int64_t j = 0;
-    for (; j + 8 <= d; j += 8)
-      _mm256_storeu_ps(tasks[i].out + j, _mm256_mul_ps(_mm256_loadu_ps(acc + i * d + j), s));
+    for (; j + 8 <= d; j += 8) _mm256_storeu_ps(tasks[i].out + j, _mm256_mul_ps(_mm256_loadu_ps(acc + i * d + j), s));
     for (; j < d; ++j) tasks[i].out[j] = acc[i * d + j] * inv[i];
   }
 }
@@ -189,8 +188,8 @@ inline __m256 softmax_exp8(__m256 x) {
   using namespace softmax_exp_constants;
   const __m256 round = _mm256_set1_ps(kRound);
   const __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), round), round);
-  const __m256 r =
-      _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(kLn2Hi))), _mm256_mul_ps(n, _mm256_set1_ps(kLn2Lo)));
+  const __m256 r = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(kLn2Hi))),
+                                 _mm256_mul_ps(n, _mm256_set1_ps(kLn2Lo)));
   __m256 p = _mm256_set1_ps(kP0);
   p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kP1));
   p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kP2));
