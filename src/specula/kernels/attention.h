@@ -4,10 +4,11 @@
 // KV head h / (heads / kv_heads)), causal, and on sliding layers a window: the query at position p
 // sees keys p-W+1 .. p.
 //
-// Every (query row, head) is computed alone: scores in ascending key position, softmax with its
-// sum in that order, and the weighted V sum in the same order. The visible key set is a function
-// of the query position only, so a row's bytes are identical whether its keys were written by a
-// prefill chunk of any size or by single-token decode steps, and for any thread count.
+// Every (query row, head) is computed alone: scores in ascending key position, the softmax with its
+// sum in a fixed order (softmax_numerators), and the weighted V sum in ascending key position. The
+// visible key set is a function of the query position only, so a row's bytes are identical whether
+// its keys were written by a prefill chunk of any size or by single-token decode steps, and for
+// any thread count.
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -33,7 +34,6 @@ struct KvStoreView {
   KvType type = KvType::F32;
 
   int64_t head_row_bytes() const { return head_dim * kv_type_bytes(type); }
-  int64_t block_bytes() const { return block_rows * kv_heads * head_row_bytes(); }
   // KV head kvh's stored K (V) row of position pos: head_dim elements of `type`.
   const void* k_row(int64_t pos, int64_t kvh) const { return locate(k_blocks, pos, kvh); }
   const void* v_row(int64_t pos, int64_t kvh) const { return locate(v_blocks, pos, kvh); }
