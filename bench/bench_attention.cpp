@@ -87,7 +87,7 @@ void BM_DecodeAttention(benchmark::State& state) {
     s = (s + 1) % kStores;
   }
   set_active_isa(detected_isa());
-  const double bytes = 2.0 * static_cast<double>(keys * kKvHeads * dim * kv_type_bytes(type));
+  const double bytes = 2.0 * static_cast<double>(keys * kKvHeads * kv_head_row_bytes(type, dim));
   state.counters["GB/s"] =
       benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }

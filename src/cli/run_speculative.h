@@ -39,7 +39,7 @@ struct RunBasics {
   int64_t prefill_chunk = kDefaultPrefillChunk;
   int64_t max_context = 0;
   std::string precision = "fast";                  // --precision: "fast", "exact" or "int8"
-  std::string kv_type = "f32";                     // --kv-type: "f32" or "bf16"
+  std::string kv_type = "f32";                     // --kv-type: "f32", "bf16" or "q8"
   std::optional<std::vector<int32_t>> prompt_ids;  // text mode: the encoded prompt (instead of tokens)
   grammar::TokenConstraint constraint;             // --json-schema / --grammar
   std::vector<int32_t> tokenizer_eos_ids;          // text mode: the tokenizer side of the EOS set

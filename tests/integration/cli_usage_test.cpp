@@ -196,16 +196,17 @@ TEST_F(CliUsage, NumericFlagsOutOfRangeAreRefusedBeforeAnythingLoads) {
   EXPECT_FALSE(fs::exists(dir_ + "/never"));
 }
 
-TEST_F(CliUsage, KvTypeOtherThanF32OrBf16IsRefusedBeforeAnythingLoads) {
+TEST_F(CliUsage, KvTypeOtherThanF32Bf16OrQ8IsRefusedBeforeAnythingLoads) {
   const std::string model = " --model " + dir_ + "/no-such-model";
   for (const std::string& args : {"run --tokens 2" + model, "chat" + model, "serve" + model,
                                   "logits --tokens 2" + model, std::string("bench --quick"), std::string("demo")}) {
     std::string err;
-    const Result r = run(args + " --kv-type q8", err);
+    const Result r = run(args + " --kv-type q4", err);
     EXPECT_EQ(r.code, 2) << args << ": " << r.out << err;
     EXPECT_TRUE(contains(err, "--kv-type")) << args << ": " << err;
-    EXPECT_TRUE(contains(err, "q8")) << args << ": " << err;
+    EXPECT_TRUE(contains(err, "q4")) << args << ": " << err;
     EXPECT_TRUE(contains(err, "bf16")) << args << ": " << err;
+    EXPECT_TRUE(contains(err, "q8")) << args << ": " << err;
   }
 }
 

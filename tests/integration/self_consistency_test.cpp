@@ -40,7 +40,10 @@ std::vector<Variant> variants() {
     if (!p.tiny) continue;
     v.push_back({p.name, false});
     v.push_back({p.name, true});
-    if (p.name == "tiny-e4b") v.push_back({p.name, true, KvType::Bf16});  // one bf16-KV variant: CI time
+    if (p.name == "tiny-e4b") {  // one variant per KV type beyond f32: CI time
+      v.push_back({p.name, true, KvType::Bf16});
+      v.push_back({p.name, true, KvType::Q8});
+    }
   }
   return v;
 }

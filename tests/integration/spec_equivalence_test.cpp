@@ -154,6 +154,11 @@ INSTANTIATE_TEST_SUITE_P(Bf16Kv, SpecEquivalence,
                          ::testing::Values(SpecCase{"dense-q5g64-window4", KvType::Bf16, {3}},
                                            SpecCase{"e4b-like-q4g64-mlx", KvType::Bf16, {3}}),
                          spec_case_name);
+// q8 KV caches: the same two.
+INSTANTIATE_TEST_SUITE_P(Q8Kv, SpecEquivalence,
+                         ::testing::Values(SpecCase{"dense-q5g64-window4", KvType::Q8, {3}},
+                                           SpecCase{"e4b-like-q4g64-mlx", KvType::Q8, {3}}),
+                         spec_case_name);
 
 // ---- every tiny synthetic preset (sliding window 16), prompt 3 windows + 4 windows generated ----
 

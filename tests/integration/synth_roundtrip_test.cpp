@@ -299,6 +299,10 @@ void check_roundtrip(const std::string& preset_name, const Variant& v) {
   EXPECT_EQ(kv16.at("bytes_per_token_full").get<uint64_t>() * 2, s.kv_bytes_per_token_full);
   EXPECT_EQ(kv16.at("bytes_per_token_sliding").get<uint64_t>() * 2, s.kv_bytes_per_token_sliding);
   EXPECT_NE(format_summary(s).find("KV cache bf16"), std::string::npos);
+  // --kv-type q8: 1 + 2/32 bytes an element against 4.
+  const nlohmann::json kv8 = summary_json(s).at("kv_cache_q8");
+  EXPECT_EQ(kv8.at("bytes_per_token_full").get<uint64_t>() * 64, s.kv_bytes_per_token_full * 17);
+  EXPECT_NE(format_summary(s).find("KV cache q8"), std::string::npos);
   EXPECT_EQ(s.per_layer_inputs, text.hidden_size_per_layer_input > 0);
   EXPECT_EQ(s.kv_sharing, text.num_kv_shared_layers > 0);
   EXPECT_EQ(s.k_eq_v, text.attention_k_eq_v);

@@ -1,8 +1,8 @@
 // attention() gives the same bytes with the AVX2 and AVX-512 kernels as with the
 // portable loops, and for any thread count (which regroups the query heads of a GQA group), over
 // ring-wrapped and block-split K/V stores, head dims with and without a 16-lane tail, and GQA
-// groups wider than the kernels' register blocks; and over a bf16 store, the bytes of the same
-// attention over an f32 store holding the bf16 values.
+// groups wider than the kernels' register blocks; and over a bf16 (q8) store, the bytes of the
+// same attention over an f32 store holding the bf16 (dequantized) values.
 #include <cstring>
 #include <random>
 #include <vector>
@@ -80,6 +80,44 @@ struct Bf16Stores {
     bf16.k_blocks = kp.data();
     bf16.v_blocks = vp.data();
     bf16.type = KvType::Bf16;
+    widened.k_blocks = wkp.data();
+    widened.v_blocks = wvp.data();
+  }
+};
+
+// The same store's rows quantized to q8 (`q8`: stored as q8; `widened`: the dequantized values as
+// f32). Head dims that are multiples of 32 only.
+struct Q8Stores {
+  std::vector<std::vector<uint8_t>> k, v;
+  std::vector<std::vector<float>> wk, wv;
+  std::vector<const void*> kp, vp, wkp, wvp;
+  KvStoreView q8, widened;
+
+  explicit Q8Stores(const Store& st) : q8(st.view), widened(st.view) {
+    const int64_t dim = st.view.head_dim;
+    const auto row_bytes = static_cast<size_t>(kv_head_row_bytes(KvType::Q8, dim));
+    auto quantize = [&](const std::vector<float>& in, std::vector<uint8_t>& out, std::vector<float>& wide) {
+      const size_t rows = in.size() / static_cast<size_t>(dim);
+      out.resize(rows * row_bytes);
+      wide.resize(in.size());
+      for (size_t r = 0; r < rows; ++r) {
+        kv_q8_quantize_row(in.data() + r * static_cast<size_t>(dim), dim, out.data() + r * row_bytes);
+        kv_q8_dequantize_row(out.data() + r * row_bytes, dim, wide.data() + r * static_cast<size_t>(dim));
+      }
+    };
+    for (size_t b = 0; b < st.k.size(); ++b) {
+      quantize(st.k[b], k.emplace_back(), wk.emplace_back());
+      quantize(st.v[b], v.emplace_back(), wv.emplace_back());
+    }
+    for (size_t b = 0; b < k.size(); ++b) {
+      kp.push_back(k[b].data());
+      vp.push_back(v[b].data());
+      wkp.push_back(wk[b].data());
+      wvp.push_back(wv[b].data());
+    }
+    q8.k_blocks = kp.data();
+    q8.v_blocks = vp.data();
+    q8.type = KvType::Q8;
     widened.k_blocks = wkp.data();
     widened.v_blocks = wvp.data();
   }
@@ -166,6 +204,34 @@ TEST(AttentionIsa, Bf16StoreGivesTheBytesOfItsValuesInF32ForEveryKernelAndThread
       }
     }
   }
+}
+
+TEST(AttentionIsa, Q8StoreGivesTheBytesOfItsDequantizedValuesForEveryKernelAndThreadCount) {
+  std::mt19937 rng(10);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  int shapes = 0;
+  for (const Shape& s : kShapes) {
+    if (!kv_type_fits(KvType::Q8, s.dim)) continue;
+    ++shapes;
+    SCOPED_TRACE(testing::Message() << "heads " << s.heads << " kv " << s.kv_heads << " dim " << s.dim);
+    const int64_t positions = 70;
+    const Store st(s, s.wrap > 0 ? s.wrap : positions, rng);
+    const Q8Stores q(st);
+    for (const auto& [rows, first] : {std::pair<int64_t, int64_t>{1, 37}, {5, 60}, {13, 0}}) {
+      std::vector<float> query(static_cast<size_t>(rows * s.heads * s.dim));
+      for (float& x : query) x = nd(rng);
+      const std::vector<float> want = run_attention(s, q.widened, query, rows, first, Isa::Scalar, 1);
+      EXPECT_FALSE(same_bytes(want, run_attention(s, st.view, query, rows, first, Isa::Scalar, 1)))
+          << "the quantization changes the result";
+      for (Isa isa : kernel_sets()) {
+        for (int threads : {1, 3}) {
+          EXPECT_TRUE(same_bytes(want, run_attention(s, q.q8, query, rows, first, isa, threads)))
+              << "rows " << rows << " at " << first << ", " << isa_name(isa) << ", " << threads << " threads";
+        }
+      }
+    }
+  }
+  EXPECT_GE(shapes, 2);
 }
 
 TEST(AttentionIsa, WorkSplitGivesEveryThreadWork) {

@@ -136,7 +136,7 @@ TEST(AttentionRing, FullCacheAcrossBlocks) {
     History h;
     for (int64_t chunk : {1, 3, 4, 7, 1, 1, 9, 2}) step(cache, h, rng, chunk, 0, pool);
     EXPECT_EQ(cache.offset(), 28);
-    EXPECT_EQ(cache.allocated_bytes(), 7u * 2 * 4 * kKvHeads * kDim * kv_type_bytes(type));
+    EXPECT_EQ(cache.allocated_bytes(), 7u * 2 * 4 * kKvHeads * kv_head_row_bytes(type, kDim));
   }
 }
 

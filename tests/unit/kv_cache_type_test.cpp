@@ -1,6 +1,8 @@
 // The bf16 KV cache: rows come back as the f32 rows rounded once to bf16 (nearest even), through
 // every reader (read, the raw rows, a window copy restored into another ring), at half the bytes
-// of an f32 cache; and the --kv-type names parse.
+// of an f32 cache; the q8 cache: codes and scales as kv_type.h defines them, read back exactly
+// dequantized, restored by window copies, refused for head dims off its blocks; and the
+// --kv-type names parse.
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -149,13 +151,110 @@ TEST(KvCacheType, Bf16HalvesTheBytes) {
 TEST(KvCacheType, NamesParse) {
   EXPECT_EQ(parse_kv_type("f32"), KvType::F32);
   EXPECT_EQ(parse_kv_type("bf16"), KvType::Bf16);
+  EXPECT_EQ(parse_kv_type("q8"), KvType::Q8);
   EXPECT_STREQ(kv_type_name(KvType::Bf16), "bf16");
+  EXPECT_STREQ(kv_type_name(KvType::Q8), "q8");
   try {
-    parse_kv_type("q8");
+    parse_kv_type("q4");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'q8' is not one of 'f32', 'bf16'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'q4' is not one of 'f32', 'bf16', 'q8'"), std::string::npos) << e.what();
   }
+}
+
+// q8: codes and scales as kv_type.h defines them, on hand-checked blocks.
+TEST(KvCacheType, Q8QuantizesEachBlockOfThirtyTwoWithItsOwnScale) {
+  std::vector<float> x(64, 0.0f);
+  x[0] = 127.0f;  // block 0: scale 1, codes exact
+  x[1] = -3.4f;
+  x[2] = 2.5f;  // halfway: nearest even
+  x[3] = 3.5f;
+  for (int i = 32; i < 64; ++i) x[static_cast<size_t>(i)] = 0.0f;  // block 1: all zero, scale 0
+  std::vector<uint8_t> row(static_cast<size_t>(kv_head_row_bytes(KvType::Q8, 64)));
+  EXPECT_EQ(row.size(), 64u + 4u);
+  kv_q8_quantize_row(x.data(), 64, row.data());
+  const auto* codes = reinterpret_cast<const int8_t*>(row.data());
+  EXPECT_EQ(codes[0], 127);
+  EXPECT_EQ(codes[1], -3);
+  EXPECT_EQ(codes[2], 2);
+  EXPECT_EQ(codes[3], 4);
+  uint16_t scales[2];
+  std::memcpy(scales, row.data() + 64, 4);
+  EXPECT_EQ(scales[0], f32_to_bf16(1.0f));
+  EXPECT_EQ(scales[1], 0);
+  std::vector<float> back(64);
+  kv_q8_dequantize_row(row.data(), 64, back.data());
+  EXPECT_EQ(back[1], -3.0f);
+  EXPECT_EQ(back[33], 0.0f);
+
+  // A block whose largest magnitude is not a bf16 multiple of 127: every element within half a
+  // step (plus the scale's rounding), none clipped past ±127.
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  for (float& v : x) v = nd(rng);
+  kv_q8_quantize_row(x.data(), 64, row.data());
+  kv_q8_dequantize_row(row.data(), 64, back.data());
+  for (int b = 0; b < 2; ++b) {
+    float amax = 0.0f;
+    for (int i = 32 * b; i < 32 * b + 32; ++i) amax = std::max(amax, std::fabs(x[static_cast<size_t>(i)]));
+    for (int i = 32 * b; i < 32 * b + 32; ++i)
+      EXPECT_LE(std::fabs(back[static_cast<size_t>(i)] - x[static_cast<size_t>(i)]), amax / 127.0f * 0.52f) << i;
+  }
+}
+
+TEST(KvCacheType, Q8RowsReadBackDequantizedAndWindowCopiesRestoreThem) {
+  constexpr int64_t dim = 64;
+  std::mt19937 rng(6);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  KvCache a = KvCache::ring(kKvHeads, dim, 4, 2, KvType::Q8);
+  EXPECT_EQ(a.row_bytes(), kKvHeads * (dim + dim / 16));
+  std::vector<std::vector<float>> ks;
+  for (int64_t p = 0; p < 11; ++p) {
+    std::vector<float> k(static_cast<size_t>(kKvHeads * dim)), v(k.size());
+    for (float& x : k) x = nd(rng);
+    for (float& x : v) x = nd(rng);
+    a.reserve_write(1);
+    a.write(p, k.data(), v.data());
+    a.advance(1);
+    ks.push_back(k);
+  }
+  std::vector<float> k(static_cast<size_t>(kKvHeads * dim)), v(k.size()), want(static_cast<size_t>(dim));
+  std::vector<uint8_t> q(static_cast<size_t>(kv_head_row_bytes(KvType::Q8, dim)));
+  for (int64_t p = a.view_begin(); p < a.offset(); ++p) {
+    a.read(p, k.data(), v.data());
+    for (int64_t h = 0; h < kKvHeads; ++h) {
+      kv_q8_quantize_row(ks[static_cast<size_t>(p)].data() + h * dim, dim, q.data());
+      kv_q8_dequantize_row(q.data(), dim, want.data());
+      EXPECT_TRUE(same_bytes(k.data() + h * dim, want.data(), want.size() * 4)) << p << " head " << h;
+    }
+  }
+  const KvCache::WindowCopy copy = a.copy_window(1);
+  KvCache b = KvCache::ring(kKvHeads, dim, 4, 2, KvType::Q8);
+  for (int64_t p = 0; p < 11; ++p) {
+    b.reserve_write(1);
+    b.advance(1);
+  }
+  b.restore_window(copy, 11);
+  for (int64_t p = b.view_begin(); p < 11; ++p) {
+    const StoredRows sa(a, p), sb(b, p);
+    EXPECT_TRUE(sa.k == sb.k && sa.v == sb.v) << p;
+  }
+}
+
+TEST(KvCacheType, Q8NeedsHeadDimsInBlocksOfThirtyTwo) {
+  EXPECT_TRUE(kv_type_fits(KvType::Q8, 256));
+  EXPECT_FALSE(kv_type_fits(KvType::Q8, 40));
+  EXPECT_TRUE(kv_type_fits(KvType::Bf16, 40));
+  try {
+    (void)KvCache::full(2, 40, 8, KvType::Q8);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("KV cache type q8 needs head dims that are multiples of 32; this model has a "
+                                         "layer of head dim 40"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW((void)KvCache::ring(2, 40, 8, 2, KvType::Q8), Error);
 }
 
 }  // namespace

@@ -410,10 +410,13 @@ std::string format_summary(const CheckpointSummary& s) {
       "fixed {} once full)\n",
       format_bytes(s.kv_bytes_per_token_full), format_bytes(s.kv_bytes_per_token_sliding), s.sliding_window,
       format_bytes(s.kv_bytes_sliding_total));
-  // --kv-type bf16 stores half the bytes of every row.
+  // --kv-type bf16 stores half the bytes of every row; q8 17/64 of them (1 + 2/32 bytes an element).
   o += fmt::format("KV cache bf16 {} per token (full layers) + {} per token up to {} positions (sliding layers)\n",
                    format_bytes(s.kv_bytes_per_token_full / 2), format_bytes(s.kv_bytes_per_token_sliding / 2),
                    s.sliding_window);
+  o += fmt::format("KV cache q8   {} per token (full layers) + {} per token up to {} positions (sliding layers)\n",
+                   format_bytes(s.kv_bytes_per_token_full * 17 / 64),
+                   format_bytes(s.kv_bytes_per_token_sliding * 17 / 64), s.sliding_window);
   if (s.drafter) {
     const DrafterSummary& d = *s.drafter;
     o += fmt::format("drafter       {} ({})\n", d.dir, d.model_type);
@@ -489,6 +492,10 @@ nlohmann::json summary_json(const CheckpointSummary& s) {
        {{"bytes_per_token_full", s.kv_bytes_per_token_full / 2},
         {"bytes_per_token_sliding", s.kv_bytes_per_token_sliding / 2},
         {"sliding_total_bytes", s.kv_bytes_sliding_total / 2}}},
+      {"kv_cache_q8",
+       {{"bytes_per_token_full", s.kv_bytes_per_token_full * 17 / 64},
+        {"bytes_per_token_sliding", s.kv_bytes_per_token_sliding * 17 / 64},
+        {"sliding_total_bytes", s.kv_bytes_sliding_total * 17 / 64}}},
   };
   if (s.drafter) {
     const DrafterSummary& d = *s.drafter;

@@ -69,8 +69,8 @@ void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, i
     scratch.scores.resize(static_cast<size_t>(count * span));
   if (static_cast<int64_t>(scratch.acc.size()) < count * (d + 1))
     scratch.acc.resize(static_cast<size_t>(count * (d + 1)));
-  if (kv.type != KvType::F32 && static_cast<int64_t>(scratch.rows.size()) < d)
-    scratch.rows.resize(static_cast<size_t>(d));
+  if (kv.type != KvType::F32 && static_cast<int64_t>(scratch.rows.size()) < kAttentionRowSlots * d)
+    scratch.rows.resize(static_cast<size_t>(kAttentionRowSlots * d));
   float* scores = scratch.scores.data();
   float* rows = scratch.rows.data();
   float* inv = scratch.acc.data() + count * d;  // one 1 / softmax sum per task
@@ -82,8 +82,8 @@ void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, i
 #endif
   switch (kernels) {
 #if defined(SPECULA_X86)
-    case Kernels::Avx512: detail::attention_scores_avx512(tasks, count, kv, kvh, lo, span, scale, scores); break;
-    case Kernels::Avx2: detail::attention_scores_avx2(tasks, count, kv, kvh, lo, span, scale, scores); break;
+    case Kernels::Avx512: detail::attention_scores_avx512(tasks, count, kv, kvh, lo, span, scale, scores, rows); break;
+    case Kernels::Avx2: detail::attention_scores_avx2(tasks, count, kv, kvh, lo, span, scale, scores, rows); break;
 #endif
     default:
       for (int64_t i = 0; i < count; ++i)
@@ -103,10 +103,10 @@ void attend_heads(const HeadTask* tasks, int64_t count, const KvStoreView& kv, i
   switch (kernels) {
 #if defined(SPECULA_X86)
     case Kernels::Avx512:
-      detail::weighted_v_avx512(tasks, count, kv, kvh, lo, span, scores, inv, scratch.acc.data());
+      detail::weighted_v_avx512(tasks, count, kv, kvh, lo, span, scores, inv, scratch.acc.data(), rows);
       break;
     case Kernels::Avx2:
-      detail::weighted_v_avx2(tasks, count, kv, kvh, lo, span, scores, inv, scratch.acc.data());
+      detail::weighted_v_avx2(tasks, count, kv, kvh, lo, span, scores, inv, scratch.acc.data(), rows);
       break;
 #endif
     default:

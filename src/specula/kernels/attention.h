@@ -33,12 +33,12 @@ struct KvStoreView {
   int64_t head_dim = 0;
   KvType type = KvType::F32;
 
-  int64_t head_row_bytes() const { return head_dim * kv_type_bytes(type); }
+  int64_t head_row_bytes() const { return kv_head_row_bytes(type, head_dim); }
   // KV head kvh's stored K (V) row of position pos: head_dim elements of `type`.
   const void* k_row(int64_t pos, int64_t kvh) const { return locate(k_blocks, pos, kvh); }
   const void* v_row(int64_t pos, int64_t kvh) const { return locate(v_blocks, pos, kvh); }
-  // The same rows as head_dim floats: a pointer into the store for f32, `buf` holding the exactly
-  // widened values for bf16.
+  // The same rows as head_dim floats: a pointer into the store for f32, `buf` holding the values
+  // exactly widened (bf16) or dequantized (q8) otherwise.
   const float* k_head(int64_t pos, int64_t kvh, float* buf) const { return widen(k_row(pos, kvh), buf); }
   const float* v_head(int64_t pos, int64_t kvh, float* buf) const { return widen(v_row(pos, kvh), buf); }
 
@@ -49,7 +49,11 @@ struct KvStoreView {
   }
   const float* widen(const void* row, float* buf) const {
     if (type == KvType::F32) return static_cast<const float*>(row);
-    bf16_to_f32_row(static_cast<const uint16_t*>(row), head_dim, buf);
+    if (type == KvType::Q8) {
+      kv_q8_dequantize_row(static_cast<const uint8_t*>(row), head_dim, buf);
+    } else {
+      bf16_to_f32_row(static_cast<const uint16_t*>(row), head_dim, buf);
+    }
     return buf;
   }
 };
@@ -94,7 +98,8 @@ struct HeadTask {
 };
 
 // Scratch of attend_heads(): scores count x (union key span) floats, acc count x head_dim floats,
-// rows: head_dim floats where a bf16 K or V row is widened.
+// rows: where bf16 or q8 K and V rows are turned into floats (kAttentionRowSlots rows).
+inline constexpr int64_t kAttentionRowSlots = 16;
 struct AttentionScratch {
   std::vector<float> scores, acc, rows;
 };

@@ -4,7 +4,8 @@
 // lane-wise with fused multiply-adds in ascending key order. Each K and V row is read once for
 // all the tasks of a call (a GQA group's heads, the rows of a chunk); each K vector is loaded once
 // for up to 4 tasks, and a slice of up to 2 tasks' V sums stays in registers over a block of keys.
-// Rows of f32 and bf16 stores alike (bf16 widened exactly as it is loaded).
+// Rows of f32 and bf16 stores alike (bf16 widened exactly as it is loaded); q8 rows are
+// dequantized first (exactly, kv_row_walker.h).
 #include <immintrin.h>
 
 #include <cmath>
@@ -81,18 +82,20 @@ void dot_heads(const float* const* q, const T* k, int64_t d, float scale, float*
   }
 }
 
-template <typename T>
+template <typename Rows>
 void scores(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo, int64_t span,
-            float scale, float* scores) {
+            float scale, float* scores, float* slots) {
+  using T = typename Rows::Element;
   const int64_t d = kv.head_dim;
-  const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
+  const int64_t row_bytes = kv.head_row_bytes();
   const float* q[kScoreHeads];
   float* out[kScoreHeads];
-  RowWalker<T> key(kv.k_blocks, kv, lo, kvh), ahead(kv.k_blocks, kv, lo, kvh);
+  Rows key(kv.k_blocks, kv, lo, kvh, slots);
+  RowWalker ahead(kv.k_blocks, kv, lo, kvh);
   for (int64_t t = lo; t < lo + kPrefetchKeys && t < lo + span; ++t) ahead.next();
   for (int64_t t = lo; t < lo + span; ++t, key.next(), ahead.next()) {
     if (t + kPrefetchKeys < lo + span) prefetch_row(ahead.row(), row_bytes);
-    const T* k = key.row();
+    const T* k = key.row(0);
     for (int64_t h0 = 0; h0 < count; h0 += kScoreHeads) {
       const int heads = static_cast<int>(min_i64(kScoreHeads, count - h0));
       bool all = true;  // every task of the group sees key t
@@ -136,21 +139,23 @@ void weighted_v_slice(const T* const* rows, int keys, int64_t t0, const HeadTask
     for (int v = 0; v < kValueVecs; ++v) _mm256_storeu_ps(acc + i * d + c0 + 8 * v, a[i][v]);
 }
 
-template <typename T>
+template <typename Rows>
 void weighted_v(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo, int64_t span,
-                const float* w, const float* inv, float* acc) {
+                const float* w, const float* inv, float* acc, float* slots) {
+  using T = typename Rows::Element;
   const int64_t d = kv.head_dim;
   const int64_t slice = 8 * kValueVecs;
   const int64_t vector_dims = d / slice * slice;  // the rest is summed one element at a time
-  const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
+  const int64_t row_bytes = kv.head_row_bytes();
   for (int64_t j = 0; j < count * d; ++j) acc[j] = 0.0f;
   const T* rows[kKeyBlock];
-  RowWalker<T> value(kv.v_blocks, kv, lo, kvh), ahead(kv.v_blocks, kv, lo, kvh);
+  Rows value(kv.v_blocks, kv, lo, kvh, slots);
+  RowWalker ahead(kv.v_blocks, kv, lo, kvh);
   for (int64_t t = lo; t < lo + kKeyBlock && t < lo + span; ++t) ahead.next();
   for (int64_t t0 = lo; t0 < lo + span; t0 += kKeyBlock) {
     const int keys = static_cast<int>(min_i64(kKeyBlock, lo + span - t0));
     for (int r = 0; r < keys; ++r, value.next(), ahead.next()) {
-      rows[r] = value.row();
+      rows[r] = value.row(r);
       if (t0 + r + kKeyBlock < lo + span) prefetch_row(ahead.row(), row_bytes);
     }
     for (int64_t h0 = 0; h0 < count; h0 += kValueHeads) {
@@ -245,20 +250,20 @@ float softmax_numerators_avx2(float* scores, int64_t n) {
 }
 
 void attention_scores_avx2(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,
-                           int64_t span, float scale, float* out) {
-  if (kv.type == KvType::Bf16) {
-    scores<uint16_t>(tasks, count, kv, kvh, lo, span, scale, out);
-  } else {
-    scores<float>(tasks, count, kv, kvh, lo, span, scale, out);
+                           int64_t span, float scale, float* out, float* rows) {
+  switch (kv.type) {
+    case KvType::Bf16: scores<StoredRows<uint16_t>>(tasks, count, kv, kvh, lo, span, scale, out, rows); break;
+    case KvType::Q8: scores<DequantizedRows>(tasks, count, kv, kvh, lo, span, scale, out, rows); break;
+    default: scores<StoredRows<float>>(tasks, count, kv, kvh, lo, span, scale, out, rows); break;
   }
 }
 
 void weighted_v_avx2(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo, int64_t span,
-                     const float* w, const float* inv, float* acc) {
-  if (kv.type == KvType::Bf16) {
-    weighted_v<uint16_t>(tasks, count, kv, kvh, lo, span, w, inv, acc);
-  } else {
-    weighted_v<float>(tasks, count, kv, kvh, lo, span, w, inv, acc);
+                     const float* w, const float* inv, float* acc, float* rows) {
+  switch (kv.type) {
+    case KvType::Bf16: weighted_v<StoredRows<uint16_t>>(tasks, count, kv, kvh, lo, span, w, inv, acc, rows); break;
+    case KvType::Q8: weighted_v<DequantizedRows>(tasks, count, kv, kvh, lo, span, w, inv, acc, rows); break;
+    default: weighted_v<StoredRows<float>>(tasks, count, kv, kvh, lo, span, w, inv, acc, rows); break;
   }
 }
 

@@ -11,7 +11,8 @@
 // accumulators of up to 4 tasks stays in registers over a block of keys, the softmax runs 16 keys
 // at a time, and the rows ahead are prefetched (the V rows of the next block spread over the
 // current block's work, so the misses overlap it). Rows of f32 and bf16 stores alike: a bf16
-// vector is widened exactly as it is loaded.
+// vector is widened exactly as it is loaded; q8 rows are dequantized first (exactly,
+// kv_row_walker.h).
 #include <immintrin.h>
 
 #include <cmath>
@@ -49,41 +50,32 @@ inline __m512 load16(const uint16_t* p, __mmask16 m) {
 
 // Prefetches the K or V rows `distance` keys ahead of the ones being read: without it one core
 // waits on every row's miss.
-template <typename T>
 class RowPrefetcher {
  public:
   RowPrefetcher(const void* const* blocks, const KvStoreView& kv, int64_t first_key, int64_t n, int64_t kvh,
                 int64_t distance)
-      : walk_(blocks, kv, first_key, kvh), bytes_(kv.head_dim * static_cast<int64_t>(sizeof(T))), left_(n) {
+      : walk_(blocks, kv, first_key, kvh), bytes_(kv.head_row_bytes()), left_(n) {
     for (int64_t i = 0; i < distance && left_ > 0; ++i) advance();
   }
   // Prefetches the next row.
   void advance() {
     if (left_ <= 0) return;
-    const char* p = reinterpret_cast<const char*>(walk_.row());
+    const char* p = walk_.row();
     for (int64_t b = 0; b < bytes_; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
     walk_.next();
     --left_;
   }
 
  private:
-  RowWalker<T> walk_;
+  RowWalker walk_;
   int64_t bytes_, left_;
 };
 
-// The K or V rows of keys [lo, lo + span), handed out block by block.
-template <typename T>
-class KeyRows {
- public:
-  KeyRows(const void* const* blocks, const KvStoreView& kv, int64_t lo, int64_t kvh) : walk_(blocks, kv, lo, kvh) {}
-  // Fills rows[0, keys) with the next `keys` keys' rows.
-  void next(int keys, const T** rows) {
-    for (int r = 0; r < keys; ++r, walk_.next()) rows[r] = walk_.row();
-  }
-
- private:
-  RowWalker<T> walk_;
-};
+// Fills rows[0, keys) with the next `keys` rows of `source` (StoredRows or DequantizedRows).
+template <typename Rows>
+void next_rows(Rows& source, int keys, const typename Rows::Element** rows) {
+  for (int r = 0; r < keys; ++r, source.next()) rows[r] = source.row(r);
+}
 
 // attention_dot's fold: part[i] += part[i + width] for width 8, 4, 2, 1.
 inline float fold16(__m512 v) {
@@ -172,20 +164,21 @@ void weighted_v_block_whole(const T* const* rows, int64_t u0, const float* w, in
     for (int v = 0; v < kVecsAtOnce; ++v) _mm512_storeu_ps(acc + i * d + c0 + v * kLanes, a[i][v]);
 }
 
-template <typename T>
+template <typename Rows>
 void scores(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo, int64_t span,
-            float scale, float* scores) {
+            float scale, float* scores, float* slots) {
+  using T = typename Rows::Element;
   const int64_t d = kv.head_dim;
   // Keys in blocks whose K rows, read from memory once, serve every task; within a block, up to
   // kHeadsAtOnce tasks that see all its keys share each K vector load.
-  KeyRows<T> key_rows(kv.k_blocks, kv, lo, kvh);
-  RowPrefetcher<T> ahead(kv.k_blocks, kv, lo, span, kvh, kPrefetchKeys);
+  Rows key_rows(kv.k_blocks, kv, lo, kvh, slots);
+  RowPrefetcher ahead(kv.k_blocks, kv, lo, span, kvh, kPrefetchKeys);
   const T* k[kKeysAtOnce];
   const float* q[kHeadsAtOnce];
   float* out[kHeadsAtOnce];
   for (int64_t u = 0; u < span; u += kKeysAtOnce) {
     const int keys = static_cast<int>(min_i64(kKeysAtOnce, span - u));
-    key_rows.next(keys, k);
+    next_rows(key_rows, keys, k);
     for (int r = 0; r < keys; ++r) ahead.advance();
     for (int64_t h0 = 0; h0 < count; h0 += kHeadsAtOnce) {
       const int heads = static_cast<int>(min_i64(kHeadsAtOnce, count - h0));
@@ -217,23 +210,24 @@ void scores(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t
   }
 }
 
-template <typename T>
+template <typename Rows>
 void weighted_v(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo, int64_t span,
-                const float* w, const float* inv, float* acc) {
+                const float* w, const float* inv, float* acc, float* slots) {
+  using T = typename Rows::Element;
   const int64_t d = kv.head_dim;
   for (int64_t j = 0; j < count * d; ++j) acc[j] = 0.0f;
   int64_t begin[kHeadsAtOnce], end[kHeadsAtOnce];
   // Keys in blocks whose V rows stay in L1/L2 while every (tasks, 64 dims) slice of them is summed:
   // each V row comes from memory once. The next block's rows are prefetched a few at a time
   // between the slices, so that their misses overlap this block's arithmetic.
-  KeyRows<T> value_rows(kv.v_blocks, kv, lo, kvh);
-  RowPrefetcher<T> ahead(kv.v_blocks, kv, lo, span, kvh, kKeyBlock);
+  Rows value_rows(kv.v_blocks, kv, lo, kvh, slots);
+  RowPrefetcher ahead(kv.v_blocks, kv, lo, span, kvh, kKeyBlock);
   const int64_t slices =
       (count + kHeadsAtOnce - 1) / kHeadsAtOnce * ((d + kVecsAtOnce * kLanes - 1) / (kVecsAtOnce * kLanes));
   const T* rows[kKeyBlock];
   for (int64_t u0 = 0; u0 < span; u0 += kKeyBlock) {
     const int keys = static_cast<int>(min_i64(kKeyBlock, span - u0));
-    value_rows.next(keys, rows);
+    next_rows(value_rows, keys, rows);
     int64_t slice = 0, fetched = 0;  // the next block's rows prefetched so far
     for (int64_t h0 = 0; h0 < count; h0 += kHeadsAtOnce) {
       const int heads = static_cast<int>(min_i64(kHeadsAtOnce, count - h0));
@@ -336,20 +330,20 @@ float softmax_numerators_avx512(float* scores, int64_t n) {
 }
 
 void attention_scores_avx512(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,
-                             int64_t span, float scale, float* out) {
-  if (kv.type == KvType::Bf16) {
-    scores<uint16_t>(tasks, count, kv, kvh, lo, span, scale, out);
-  } else {
-    scores<float>(tasks, count, kv, kvh, lo, span, scale, out);
+                             int64_t span, float scale, float* out, float* rows) {
+  switch (kv.type) {
+    case KvType::Bf16: scores<StoredRows<uint16_t>>(tasks, count, kv, kvh, lo, span, scale, out, rows); break;
+    case KvType::Q8: scores<DequantizedRows>(tasks, count, kv, kvh, lo, span, scale, out, rows); break;
+    default: scores<StoredRows<float>>(tasks, count, kv, kvh, lo, span, scale, out, rows); break;
   }
 }
 
 void weighted_v_avx512(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo,
-                       int64_t span, const float* w, const float* inv, float* acc) {
-  if (kv.type == KvType::Bf16) {
-    weighted_v<uint16_t>(tasks, count, kv, kvh, lo, span, w, inv, acc);
-  } else {
-    weighted_v<float>(tasks, count, kv, kvh, lo, span, w, inv, acc);
+                       int64_t span, const float* w, const float* inv, float* acc, float* rows) {
+  switch (kv.type) {
+    case KvType::Bf16: weighted_v<StoredRows<uint16_t>>(tasks, count, kv, kvh, lo, span, w, inv, acc, rows); break;
+    case KvType::Q8: weighted_v<DequantizedRows>(tasks, count, kv, kvh, lo, span, w, inv, acc, rows); break;
+    default: weighted_v<StoredRows<float>>(tasks, count, kv, kvh, lo, span, w, inv, acc, rows); break;
   }
 }
 

@@ -8,9 +8,18 @@
 
 namespace specula {
 
+namespace {
+void check_type_fits(KvType type, int64_t head_dim) {
+  if (!kv_type_fits(type, head_dim))
+    fail("KV cache type {} needs head dims that are multiples of {}; this model has a layer of head dim {}",
+         kv_type_name(type), kKvQ8Block, head_dim);
+}
+}  // namespace
+
 KvCache KvCache::full(int64_t kv_heads, int64_t head_dim, int64_t block_positions, KvType type) {
   if (kv_heads <= 0 || head_dim <= 0 || block_positions <= 0)
     fail("KV cache: invalid geometry ({} KV heads, head dim {}, block {})", kv_heads, head_dim, block_positions);
+  check_type_fits(type, head_dim);
   KvCache c;
   c.kv_heads_ = kv_heads;
   c.head_dim_ = head_dim;
@@ -21,6 +30,7 @@ KvCache KvCache::full(int64_t kv_heads, int64_t head_dim, int64_t block_position
 
 KvCache KvCache::ring(int64_t kv_heads, int64_t head_dim, int64_t window, int64_t extra, KvType type) {
   if (kv_heads <= 0 || head_dim <= 0) fail("KV cache: invalid geometry ({} KV heads, head dim {})", kv_heads, head_dim);
+  check_type_fits(type, head_dim);
   if (window <= 0) fail("KV cache: sliding window {} must be positive", window);
   if (extra < 0) fail("KV cache: ring extra capacity {} must be >= 0", extra);
   KvCache c;
@@ -92,17 +102,26 @@ void KvCache::scatter(int64_t pos, const std::byte* k, const std::byte* v) {
   }
 }
 
+void KvCache::store_row(const float* x, std::byte* out) const {
+  switch (type_) {
+    case KvType::Bf16: f32_to_bf16_row(x, head_dim_, reinterpret_cast<uint16_t*>(out)); break;
+    case KvType::Q8: kv_q8_quantize_row(x, head_dim_, reinterpret_cast<uint8_t*>(out)); break;
+    default: std::memcpy(out, x, static_cast<size_t>(head_row_bytes()));
+  }
+}
+
+void KvCache::load_row(const std::byte* row, float* out) const {
+  switch (type_) {
+    case KvType::Bf16: bf16_to_f32_row(reinterpret_cast<const uint16_t*>(row), head_dim_, out); break;
+    case KvType::Q8: kv_q8_dequantize_row(reinterpret_cast<const uint8_t*>(row), head_dim_, out); break;
+    default: std::memcpy(out, row, static_cast<size_t>(head_row_bytes()));
+  }
+}
+
 void KvCache::write(int64_t pos, const float* k, const float* v) {
   for (int64_t h = 0; h < kv_heads_; ++h) {
-    const float* kh = k + h * head_dim_;
-    const float* vh = v + h * head_dim_;
-    if (type_ == KvType::F32) {
-      std::memcpy(slot(k_blocks_, pos, h), kh, static_cast<size_t>(head_row_bytes()));
-      std::memcpy(slot(v_blocks_, pos, h), vh, static_cast<size_t>(head_row_bytes()));
-    } else {
-      f32_to_bf16_row(kh, head_dim_, reinterpret_cast<uint16_t*>(slot(k_blocks_, pos, h)));
-      f32_to_bf16_row(vh, head_dim_, reinterpret_cast<uint16_t*>(slot(v_blocks_, pos, h)));
-    }
+    store_row(k + h * head_dim_, slot(k_blocks_, pos, h));
+    store_row(v + h * head_dim_, slot(v_blocks_, pos, h));
   }
 }
 
@@ -192,15 +211,8 @@ void KvCache::read_stored(int64_t pos, std::byte* k, std::byte* v) const {
 void KvCache::read(int64_t pos, float* k, float* v) const {
   check_readable(pos);
   for (int64_t h = 0; h < kv_heads_; ++h) {
-    const std::byte* kh = slot(k_blocks_, pos, h);
-    const std::byte* vh = slot(v_blocks_, pos, h);
-    if (type_ == KvType::F32) {
-      std::memcpy(k + h * head_dim_, kh, static_cast<size_t>(head_row_bytes()));
-      std::memcpy(v + h * head_dim_, vh, static_cast<size_t>(head_row_bytes()));
-    } else {
-      bf16_to_f32_row(reinterpret_cast<const uint16_t*>(kh), head_dim_, k + h * head_dim_);
-      bf16_to_f32_row(reinterpret_cast<const uint16_t*>(vh), head_dim_, v + h * head_dim_);
-    }
+    load_row(slot(k_blocks_, pos, h), k + h * head_dim_);
+    load_row(slot(v_blocks_, pos, h), v + h * head_dim_);
   }
 }
 

@@ -6,8 +6,8 @@
 //    keeps its identity, rollback is a change of `offset` only and stays valid at any context
 //    length for up to `extra` positions, and the newest min(offset, W) keys can be read in
 //    chronological order without copying (the drafter's view).
-// Rows are stored after k_norm + RoPE (K) and v_norm (V), as f32 or bf16 (kv_type.h: rounded once,
-// when the row is written). A storage block keeps each KV head's rows together
+// Rows are stored after k_norm + RoPE (K) and v_norm (V), as f32, bf16 or q8 (kv_type.h: rounded
+// or quantized once, when the row is written). A storage block keeps each KV head's rows together
 // ([kv_head][position][head_dim], KvStoreView): one head's attention reads contiguous memory.
 // Storage is left uninitialized (zeroing the ~100 MB of an E4B cache cost ~200 ms of the first
 // forward): every reader reads only positions written since the last reset.
@@ -39,7 +39,7 @@ class KvCache {
   int64_t head_dim() const { return head_dim_; }
   KvType type() const { return type_; }
   int64_t row_elements() const { return kv_heads_ * head_dim_; }
-  int64_t row_bytes() const { return row_elements() * kv_type_bytes(type_); }
+  int64_t row_bytes() const { return kv_heads_ * head_row_bytes(); }
 
   // Number of positions committed: keys [0, offset) have been written (the ring keeps the newest).
   int64_t offset() const { return offset_; }
@@ -106,7 +106,10 @@ class KvCache {
   KvCache() = default;
   // KV head kvh's row of position pos.
   std::byte* slot(const std::vector<void*>& blocks, int64_t pos, int64_t kvh) const;
-  int64_t head_row_bytes() const { return head_dim_ * kv_type_bytes(type_); }
+  int64_t head_row_bytes() const { return kv_head_row_bytes(type_, head_dim_); }
+  // One head's row of floats as stored (rounded or quantized), and back to floats.
+  void store_row(const float* x, std::byte* out) const;
+  void load_row(const std::byte* row, float* out) const;
   // Copies the K and V rows of every head of `pos` from / to [kv_head][head_dim] rows.
   void gather(int64_t pos, std::byte* k, std::byte* v) const;
   void scatter(int64_t pos, const std::byte* k, const std::byte* v);
