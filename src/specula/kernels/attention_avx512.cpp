@@ -11,8 +11,7 @@
 // accumulators of up to 4 tasks stays in registers over a block of keys, the softmax runs 16 keys
 // at a time, and the rows ahead are prefetched (the V rows of the next block spread over the
 // current block's work, so the misses overlap it). Rows of f32 and bf16 stores alike: a bf16
-// vector is widened exactly as it is loaded; q8 rows are dequantized first (exactly,
-// kv_row_walker.h).
+// vector is widened exactly as it is loaded, a q8 vector dequantized as it is loaded.
 #include <immintrin.h>
 
 #include <cmath>
@@ -48,6 +47,45 @@ inline __m512 load16(const uint16_t* p, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
+// A q8 row (kv_type.h) and an element offset into it: the kernels' row handle for q8 stores,
+// dequantized as loaded (a code times its bf16 scale, exact in f32: the bytes DequantizedRows
+// writes). Offsets are multiples of 16, so a vector's lanes share one 32-element scale.
+struct Q8At {
+  const char* row;
+  int64_t j;
+  int64_t dim;
+};
+inline Q8At operator+(Q8At a, int64_t n) {
+  a.j += n;
+  return a;
+}
+inline __m512 q8_scale(Q8At p) {
+  const uint16_t bits = reinterpret_cast<const uint16_t*>(p.row + p.dim)[p.j / kKvQ8Block];
+  return _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(bits) << 16)));
+}
+inline __m512 load16(Q8At p) {
+  const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.row + p.j));
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes)), q8_scale(p));
+}
+inline __m512 load16(Q8At p, __mmask16 m) {
+  const __m128i codes = _mm_maskz_loadu_epi8(m, p.row + p.j);
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes)), q8_scale(p));
+}
+
+// The rows of a q8 store as Q8At handles (no copy).
+class Q8Rows {
+ public:
+  using Handle = Q8At;
+  Q8Rows(const void* const* blocks, const KvStoreView& kv, int64_t pos, int64_t kvh, float* /*slots*/)
+      : walk_(blocks, kv, pos, kvh), dim_(kv.head_dim) {}
+  Q8At row(int /*slot*/) const { return {walk_.row(), 0, dim_}; }
+  void next() { walk_.next(); }
+
+ private:
+  RowWalker walk_;
+  int64_t dim_;
+};
+
 // Prefetches the K or V rows `distance` keys ahead of the ones being read: without it one core
 // waits on every row's miss.
 class RowPrefetcher {
@@ -71,9 +109,9 @@ class RowPrefetcher {
   int64_t bytes_, left_;
 };
 
-// Fills rows[0, keys) with the next `keys` rows of `source` (StoredRows or DequantizedRows).
+// Fills rows[0, keys) with the next `keys` rows of `source` (StoredRows or Q8Rows).
 template <typename Rows>
-void next_rows(Rows& source, int keys, const typename Rows::Element** rows) {
+void next_rows(Rows& source, int keys, typename Rows::Handle* rows) {
   for (int r = 0; r < keys; ++r, source.next()) rows[r] = source.row(r);
 }
 
@@ -91,8 +129,8 @@ inline float fold16(__m512 v) {
 
 // Scores of HEADS query heads for the KEYS keys k[0, KEYS): out[i][r] = attention_dot(q[i], k[r]) *
 // scale, HEADS x KEYS independent chains, each K vector loaded (and widened) once for all heads.
-template <int HEADS, int KEYS, typename T>
-inline void dot_block(const float* const* q, const T* const* k, int64_t d, float scale, float* const* out) {
+template <int HEADS, int KEYS, typename R>
+inline void dot_block(const float* const* q, const R* k, int64_t d, float scale, float* const* out) {
   __m512 acc[HEADS][KEYS];
   for (int i = 0; i < HEADS; ++i)
     for (int r = 0; r < KEYS; ++r) acc[i][r] = _mm512_setzero_ps();
@@ -122,8 +160,8 @@ inline void dot_block(const float* const* q, const T* const* k, int64_t d, float
 // over the keys u0 + r (r < keys) of one block, ascending, each task only over its own keys
 // [begin[i], end[i]) (masked adds: the other keys change nothing). The slice of acc stays in
 // registers over the block; `last` masks the slice's last vector.
-template <int HEADS, typename T>
-void weighted_v_block(const T* const* rows, int keys, int64_t u0, const float* w, int64_t span, const int64_t* begin,
+template <int HEADS, typename R>
+void weighted_v_block(const R* rows, int keys, int64_t u0, const float* w, int64_t span, const int64_t* begin,
                       const int64_t* end, int64_t c0, int nvec, __mmask16 last, float* acc, int64_t d) {
   __mmask16 mask[kVecsAtOnce];
   for (int v = 0; v < kVecsAtOnce; ++v) mask[v] = v < nvec - 1 ? __mmask16(0xFFFF) : v == nvec - 1 ? last : 0;
@@ -146,8 +184,8 @@ void weighted_v_block(const T* const* rows, int keys, int64_t u0, const float* w
 
 // weighted_v_block where every task sees all kKeyBlock keys of the block and the slice is
 // kVecsAtOnce whole vectors: the same adds, without masks.
-template <int HEADS, typename T>
-void weighted_v_block_whole(const T* const* rows, int64_t u0, const float* w, int64_t span, int64_t c0, float* acc,
+template <int HEADS, typename R>
+void weighted_v_block_whole(const R* rows, int64_t u0, const float* w, int64_t span, int64_t c0, float* acc,
                             int64_t d) {
   __m512 a[HEADS][kVecsAtOnce];
   for (int i = 0; i < HEADS; ++i)
@@ -167,13 +205,13 @@ void weighted_v_block_whole(const T* const* rows, int64_t u0, const float* w, in
 template <typename Rows>
 void scores(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo, int64_t span,
             float scale, float* scores, float* slots) {
-  using T = typename Rows::Element;
+  using R = typename Rows::Handle;
   const int64_t d = kv.head_dim;
   // Keys in blocks whose K rows, read from memory once, serve every task; within a block, up to
   // kHeadsAtOnce tasks that see all its keys share each K vector load.
   Rows key_rows(kv.k_blocks, kv, lo, kvh, slots);
   RowPrefetcher ahead(kv.k_blocks, kv, lo, span, kvh, kPrefetchKeys);
-  const T* k[kKeysAtOnce];
+  R k[kKeysAtOnce];
   const float* q[kHeadsAtOnce];
   float* out[kHeadsAtOnce];
   for (int64_t u = 0; u < span; u += kKeysAtOnce) {
@@ -213,7 +251,7 @@ void scores(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t
 template <typename Rows>
 void weighted_v(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int64_t kvh, int64_t lo, int64_t span,
                 const float* w, const float* inv, float* acc, float* slots) {
-  using T = typename Rows::Element;
+  using R = typename Rows::Handle;
   const int64_t d = kv.head_dim;
   for (int64_t j = 0; j < count * d; ++j) acc[j] = 0.0f;
   int64_t begin[kHeadsAtOnce], end[kHeadsAtOnce];
@@ -224,7 +262,7 @@ void weighted_v(const HeadTask* tasks, int64_t count, const KvStoreView& kv, int
   RowPrefetcher ahead(kv.v_blocks, kv, lo, span, kvh, kKeyBlock);
   const int64_t slices =
       (count + kHeadsAtOnce - 1) / kHeadsAtOnce * ((d + kVecsAtOnce * kLanes - 1) / (kVecsAtOnce * kLanes));
-  const T* rows[kKeyBlock];
+  R rows[kKeyBlock];
   for (int64_t u0 = 0; u0 < span; u0 += kKeyBlock) {
     const int keys = static_cast<int>(min_i64(kKeyBlock, span - u0));
     next_rows(value_rows, keys, rows);
@@ -333,7 +371,7 @@ void attention_scores_avx512(const HeadTask* tasks, int64_t count, const KvStore
                              int64_t span, float scale, float* out, float* rows) {
   switch (kv.type) {
     case KvType::Bf16: scores<StoredRows<uint16_t>>(tasks, count, kv, kvh, lo, span, scale, out, rows); break;
-    case KvType::Q8: scores<DequantizedRows>(tasks, count, kv, kvh, lo, span, scale, out, rows); break;
+    case KvType::Q8: scores<Q8Rows>(tasks, count, kv, kvh, lo, span, scale, out, rows); break;
     default: scores<StoredRows<float>>(tasks, count, kv, kvh, lo, span, scale, out, rows); break;
   }
 }
@@ -342,7 +380,7 @@ void weighted_v_avx512(const HeadTask* tasks, int64_t count, const KvStoreView& 
                        int64_t span, const float* w, const float* inv, float* acc, float* rows) {
   switch (kv.type) {
     case KvType::Bf16: weighted_v<StoredRows<uint16_t>>(tasks, count, kv, kvh, lo, span, w, inv, acc, rows); break;
-    case KvType::Q8: weighted_v<DequantizedRows>(tasks, count, kv, kvh, lo, span, w, inv, acc, rows); break;
+    case KvType::Q8: weighted_v<Q8Rows>(tasks, count, kv, kvh, lo, span, w, inv, acc, rows); break;
     default: weighted_v<StoredRows<float>>(tasks, count, kv, kvh, lo, span, w, inv, acc, rows); break;
   }
 }

@@ -49,6 +49,7 @@ template <typename T>
 class StoredRows {
  public:
   using Element = T;
+  using Handle = const T*;
   StoredRows(const void* const* blocks, const KvStoreView& kv, int64_t pos, int64_t kvh, float* /*slots*/)
       : walk_(blocks, kv, pos, kvh) {}
   // The current row; `slot` is where a converted copy would go (unused here).
@@ -64,6 +65,7 @@ class StoredRows {
 class DequantizedRows {
  public:
   using Element = float;
+  using Handle = const float*;
   DequantizedRows(const void* const* blocks, const KvStoreView& kv, int64_t pos, int64_t kvh, float* slots)
       : walk_(blocks, kv, pos, kvh), dim_(kv.head_dim), slots_(slots) {}
   const float* row(int slot) const {
