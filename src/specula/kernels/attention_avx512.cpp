@@ -68,6 +68,7 @@ inline __m512 load16(Q8At p) {
   return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes)), q8_scale(p));
 }
 inline __m512 load16(Q8At p, __mmask16 m) {
+  if (m == 0) return _mm512_setzero_ps();  // a vector past the row's end: its scale is not there
   const __m128i codes = _mm_maskz_loadu_epi8(m, p.row + p.j);
   return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes)), q8_scale(p));
 }
