@@ -1,10 +1,10 @@
 // Fuzz entry: a whole checkpoint directory through the loader. The input describes the directory
 // (config.json text, the tensor inventory, optionally model.safetensors.index.json) and the entry
 // writes it to a per-process temp dir with real safetensors files, then runs load_target (or
-// load_drafter), builds the TargetModel's weight views (make_target_weights) and the inspect
-// summary, and in one mode the value scan of `inspect --check`. The inventory is a line-based
-// text, so the mutator edits names, dtypes and shapes directly, and the seeds (real synth presets)
-// keep the fuzzer deep inside the loader instead of stopping at the first missing tensor.
+// load_drafter), builds the TargetModel's weight views (make_target_weights), packs them for the
+// fast kernels and builds the inspect summary, and in one mode the value scan of `inspect --check`. The inventory is a
+// line-based text, so the mutator edits names, dtypes and shapes directly, and the seeds (real synth presets) keep the
+// fuzzer deep inside the loader instead of stopping at the first missing tensor.
 //
 // Input: byte 0 = flags, then sections separated by '\0':
 //   <config.json> \0 <tensor lines> \0 <model.safetensors.index.json> \0 <extra JSON>
@@ -44,6 +44,7 @@
 #include "specula/io/config.h"
 #include "specula/io/safetensors.h"
 #include "specula/io/tensor_check.h"
+#include "specula/kernels/packed_affine.h"
 #include "specula/model/target_weights.h"
 #include "specula/util/error.h"
 
@@ -233,8 +234,12 @@ bool write_dir(const fs::path& dir, std::string_view config, std::string_view te
 
 void load_target_dir(const std::string& dir, bool scan_values) {
   const TargetCheckpoint ck = load_target(dir);
-  const TargetWeights w = make_target_weights(ck);
-  (void)w.streamed_bytes_per_token();
+  TargetWeights w = make_target_weights(ck);
+  // The fast kernels' layout, as a fast-precision load packs it (a `superblock` claim in the
+  // config is checked against the scales here).
+  ThreadPool one(1);
+  const PackedBuffer packed = pack_matrices(w.matmul_matrices(), one);
+  (void)w.matrix_bytes_per_token(true);
   (void)format_summary(summarize_checkpoint(ck));
   if (scan_values) (void)check_tensor_values(ck.store);
 }

@@ -389,6 +389,25 @@ TEST(ConfigQuantization, OverridesFalseAndPartial) {
                {"language_model.model.layers.2.router.proj", "not quantized"});
 }
 
+// A converted GGUF image promises shared factors per module (kernels/shared_scales.h).
+TEST(ConfigQuantization, SuperblockPerModule) {
+  const json raw = {{"quantization",
+                     {{"bits", 4},
+                      {"group_size", 32},
+                      {"m.down_proj", {{"bits", 4}, {"group_size", 32}, {"superblock", 256}}},
+                      {"m.head", {{"bits", 8}, {"group_size", 16}, {"superblock", 256}}}}}};
+  const QuantizationConfig q = parse_quantization(raw, "c.json");
+  EXPECT_EQ(q.spec_for("m.down_proj"), (QuantSpec{4, 32, "affine", 256}));
+  EXPECT_EQ(q.spec_for("m.head"), (QuantSpec{8, 16, "affine", 256}));
+  EXPECT_EQ(q.spec_for("m.other").superblock, 0);
+  expect_error(
+      [] {
+        parse_quantization(json{{"quantization", {{"bits", 4}, {"group_size", 32}, {"m", {{"superblock", 5000}}}}}},
+                           "c.json");
+      },
+      {"c.json", "superblock", "5000"});
+}
+
 TEST(ConfigQuantization, Rejections) {
   expect_error(
       [] {

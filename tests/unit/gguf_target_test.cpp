@@ -17,6 +17,7 @@
 #include "specula/io/weight_files.h"
 #include "specula/kernels/ggml_affine.h"
 #include "specula/kernels/ggml_quants.h"
+#include "specula/kernels/shared_scales.h"
 #include "specula/model/gguf_target.h"
 #include "specula/synth/gguf_export.h"
 #include "temp_dir.h"
@@ -58,6 +59,55 @@ TEST(GgmlAffine, EveryAffineTypeEqualsTheReferenceDequantizationBitForBit) {
       ASSERT_EQ(got, want[j]) << "element " << j;
     }
   }
+}
+
+// ggml_scales_share_factors agrees with factoring the converted scales and biases: on random
+// K-quant blocks (arbitrary bytes, d and dmin made finite) it says yes and every superblock
+// factors; blocks with an infinite d, or a Q6_K block with d = 0 and sub-block scales of both
+// signs, get a no, and such a Q6_K block indeed does not factor.
+TEST(GgmlAffine, KQuantScalesShareFactorsWhenTheBlocksSaySo) {
+  std::mt19937 rng(31);
+  const int64_t n = 512;
+  const auto factors = [](const std::vector<float>& v, int64_t per) {
+    std::vector<int8_t> m(static_cast<size_t>(per));
+    float f = 0.0f;
+    for (size_t i = 0; i < v.size(); i += static_cast<size_t>(per))
+      if (!factor_shared_scale(v.data() + i, static_cast<int>(per), f, m.data())) return false;
+    return true;
+  };
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    SCOPED_TRACE(std::string(ggml_type_name(t)));
+    const int64_t group = ggml_affine_group(t), per = 256 / group;
+    const size_t block_bytes = ggml_type_size(t);
+    const size_t d_at = t == GgmlType::Q6_K ? block_bytes - 2 : 0;  // Q6_K keeps d last, K4/K5 first
+    std::vector<std::byte> blocks(*ggml_row_bytes(t, n));
+    std::vector<uint8_t> codes(n);
+    std::vector<float> scales(n / group), biases(n / group);
+    for (int trial = 0; trial < 200; ++trial) {
+      for (std::byte& b : blocks) b = static_cast<std::byte>(rng());
+      for (size_t at = 0; at < blocks.size(); at += block_bytes) {
+        for (size_t h = d_at; h < d_at + (t == GgmlType::Q6_K ? 2u : 4u); h += 2)
+          blocks[at + h + 1] &= std::byte{0xbb};  // exponent bits 0x7c00 never all set: finite
+      }
+      ASSERT_TRUE(ggml_scales_share_factors(t, blocks.data(), n));
+      ggml_row_to_affine(t, blocks.data(), n, codes.data(), scales.data(), biases.data());
+      ASSERT_TRUE(factors(scales, per) && factors(biases, per)) << "trial " << trial;
+    }
+    blocks[d_at + 1] |= std::byte{0x7c};  // the first block's d: infinite or NaN
+    EXPECT_FALSE(ggml_scales_share_factors(t, blocks.data(), n));
+  }
+  // Q6_K, d = +0, sub-block scales -1 and +1: zeros of both signs.
+  const size_t q6 = ggml_type_size(GgmlType::Q6_K);
+  std::vector<std::byte> block(q6, std::byte{0});
+  block[192] = std::byte{0xff};  // scales[0] = -1 (scales follow ql[128], qh[64])
+  block[193] = std::byte{0x01};
+  EXPECT_FALSE(ggml_scales_share_factors(GgmlType::Q6_K, block.data(), 256));
+  std::vector<uint8_t> codes(256);
+  std::vector<float> scales(16), biases(16);
+  ggml_row_to_affine(GgmlType::Q6_K, block.data(), 256, codes.data(), scales.data(), biases.data());
+  EXPECT_FALSE(factors(scales, 16));
+  block[192] = std::byte{0x02};  // both positive: one sign of zero
+  EXPECT_TRUE(ggml_scales_share_factors(GgmlType::Q6_K, block.data(), 256));
 }
 
 TEST(GgmlAffine, TypesWithoutAnAffineFormAreRefused) {

@@ -344,7 +344,7 @@ TEST_F(PackedCache, TheKeyNamesTheFilesTheMatricesAndTheLayoutVersion) {
        {std::string("layout ") + std::to_string(kPackedLayoutVersion), fs::canonical(model_).string(),
         std::string("file model.safetensors size "), std::string("file config.json size "), std::string("mtime_ns "),
         std::string("inode "), std::string(".self_attn.q_proj.weight+0"), std::string(".self_attn.q_proj.scales+0"),
-        std::string("bits 4 group 64 scale")})
+        std::string("bits 4 group 64 superblock 0 scale")})
     EXPECT_NE(key.find(part), std::string::npos) << part << "\n" << key;
   EXPECT_EQ(packed_cache_key(l->checkpoint->store, l->matrices), key);  // deterministic
 }

@@ -158,7 +158,9 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
     fig.drafter_weights = copies.empty() ? "as stored" : copies;
   }
   const CheckpointSummary summary = summarize_checkpoint(model->checkpoint());
-  fig.bytes_per_token = summary.bytes_per_token;
+  // What a decode step reads: the packed copies where the fast kernels have them.
+  fig.bytes_per_token = summary.bytes_per_token - model->weights().matrix_bytes_per_token(false) +
+                        model->weights().matrix_bytes_per_token(true);
   fig.bytes_on_disk = summary.bytes_on_disk;
   const int64_t context_needed =
       std::max(o.prompt_tokens + o.decode_tokens + o.max_verify_width + 1,

@@ -152,6 +152,7 @@ void read_quant_fields(const Reader& r, QuantSpec& spec) {
            r.key("mode"), *m);
     spec.mode = *m;
   }
+  if (const json* v = r.find("superblock")) spec.superblock = static_cast<int>(r.int_value("superblock", *v, 0, 4096));
 }
 
 RopeParams default_rope(LayerType t) {
@@ -456,7 +457,7 @@ QuantizationConfig parse_quantization(const json& raw, const std::string& source
   read_quant_fields(r, q.defaults);
   for (auto it = block.begin(); it != block.end(); ++it) {
     const std::string& path = it.key();
-    if (path == "bits" || path == "group_size" || path == "mode") continue;
+    if (path == "bits" || path == "group_size" || path == "mode" || path == "superblock") continue;
     const json& v = it.value();
     if (v.is_boolean() && !v.get<bool>()) {
       q.overrides[path] = std::nullopt;

@@ -19,6 +19,10 @@ struct QuantSpec {
   int bits = 4;         // 2, 3, 4, 5, 6, 8
   int group_size = 64;  // 32, 64, 128
   std::string mode = "affine";
+  // specula's own key, written into converted GGUF images: the scales and biases of each run of
+  // this many inputs are one f32 factor times int8 multipliers (kernels/shared_scales.h), so the
+  // fast kernels' layout stores them compactly. 0: no such promise.
+  int superblock = 0;
   bool operator==(const QuantSpec&) const = default;
 };
 

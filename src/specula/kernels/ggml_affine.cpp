@@ -1,5 +1,6 @@
 #include "specula/kernels/ggml_affine.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "specula/kernels/ggml_quants.h"
@@ -91,6 +92,38 @@ int ggml_affine_bits(GgmlType t) {
 }
 
 int ggml_affine_group(GgmlType t) { return t == GgmlType::Q6_K ? 16 : 32; }
+
+bool ggml_scales_share_factors(GgmlType t, const void* src_v, int64_t n) {
+  const auto* src = static_cast<const std::byte*>(src_v);
+  const auto finite = [](uint16_t h) { return (h & 0x7c00u) != 0x7c00u; };
+  const int64_t blocks = n / 256;
+  for (int64_t i = 0; i < blocks; ++i) {
+    switch (t) {
+      case GgmlType::Q4_K: {
+        const auto b = load_block<BlockQ4_K>(src, i);
+        if (!finite(b.d) || !finite(b.dmin)) return false;
+        break;
+      }
+      case GgmlType::Q5_K: {
+        const auto b = load_block<BlockQ5_K>(src, i);
+        if (!finite(b.d) || !finite(b.dmin)) return false;
+        break;
+      }
+      case GgmlType::Q6_K: {
+        const auto b = load_block<BlockQ6_K>(src, i);
+        if (!finite(b.d)) return false;
+        if ((b.d & 0x7fffu) == 0) {
+          const bool negative = std::any_of(b.scales, b.scales + 16, [](int8_t sc) { return sc < 0; });
+          const bool other = std::any_of(b.scales, b.scales + 16, [](int8_t sc) { return sc >= 0; });
+          if (negative && other) return false;
+        }
+        break;
+      }
+      default: return false;
+    }
+  }
+  return n % 256 == 0;
+}
 
 void ggml_row_to_affine(GgmlType t, const void* src_v, int64_t n, uint8_t* codes, float* scales, float* biases) {
   if (ggml_affine_bits(t) == 0) fail("ggml type {} has no affine form", ggml_type_name(t));

@@ -24,6 +24,13 @@ int ggml_affine_bits(GgmlType t);
 // The affine group size of such a type: 16 for Q6_K, 32 for the others.
 int ggml_affine_group(GgmlType t);
 
+// Whether the affine scales and biases of a Q4_K, Q5_K or Q6_K row (n elements) are, per 256, one
+// f32 factor times int8 multipliers (kernels/shared_scales.h): d * sc and -dmin * mn are whenever
+// d and dmin are finite, except for a Q6_K block with d = 0 whose sub-block scales have both signs
+// (its zeros then have both signs). Reads only the blocks' d, dmin and, where d = 0, sc. False for
+// every other type.
+bool ggml_scales_share_factors(GgmlType t, const void* src, int64_t n);
+
 // One row of n elements (n a multiple of the type's block size) into codes[n] and
 // scales/biases[n / ggml_affine_group(t)]. Throws for a type without an affine form.
 void ggml_row_to_affine(GgmlType t, const void* src, int64_t n, uint8_t* codes, float* scales, float* biases);

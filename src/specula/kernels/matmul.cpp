@@ -109,7 +109,8 @@ void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, 
     job.xb = xb.data();
   } else {
     job.groups = w.groups_per_row();
-    job.group_bytes = packed_group_bytes(w);
+    job.block_bytes = packed_block_bytes(w);
+    job.params = {w.scale_dtype, packed_superblock_groups(w)};
     // AVX2 keeps int8 codes in int16 words for 8-bit weights (see matmul_fast_avx2.cpp).
     if (int8 && (!avx2 || w.bits == 4)) {
       xq8.resize(static_cast<size_t>(m * w.cols));

@@ -36,6 +36,8 @@
 #include <immintrin.h>
 
 #include "specula/kernels/matmul_kernels.h"
+#include "specula/kernels/packed_affine.h"
+#include "specula/kernels/packed_header_walk.h"
 #include "specula/kernels/unroll.h"
 
 namespace specula::detail {
@@ -133,6 +135,27 @@ inline __m256 load_params8(const uint8_t* p, DType t) {
   return t == DType::BF16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
 }
 
+// 8 int8 multipliers widened to f32.
+inline __m256 int8_lanes(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// W rows 8h..8h+7's scales and biases of the group whose parameters start at `params` (`bytes`
+// each). Shared factors give factor * multiplier, the stored value bit for bit.
+template <bool SHARED>
+inline void group_params(const uint8_t* params, DType dtype, int64_t bytes, const HeaderWalk& walk, int h,
+                         __m256& scales, __m256& biases) {
+  const int64_t half = bytes / 2;
+  if constexpr (SHARED) {
+    const auto* factors = reinterpret_cast<const float*>(walk.header);
+    scales = _mm256_mul_ps(_mm256_loadu_ps(factors + 8 * h), int8_lanes(params + h * half));
+    biases = _mm256_mul_ps(_mm256_loadu_ps(factors + kPackedRows + 8 * h), int8_lanes(params + bytes + h * half));
+  } else {
+    scales = load_params8(params + h * half, dtype);
+    biases = load_params8(params + bytes + h * half, dtype);
+  }
+}
+
 // The codes of W rows 8h..8h+7 of a 32-byte chunk as 16-bit words (row j: words 2j, 2j + 1).
 inline __m256i chunk_half(const uint8_t* chunk, int h) {
   return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(chunk + 16 * h)));
@@ -160,23 +183,26 @@ inline void store_rows(const __m256 (&acc)[R][2], float* y, int64_t ldy, int64_t
 }
 
 // One packed block (16 W rows) against R X rows: y[r * ldy + j] for the lanes j < valid.
+// SHARED: the block's parameters are shared factors (GGUF K-quants; a variant of its own so that
+// the per-group layout's kernels stay as they are).
 // Per group, the block's two halves (W rows 0-7, 8-15) are taken one after the other (the second
 // reads the group's codes from L1), so that the integer sums of R rows and the unpacked codes of
 // one half fit the 16 ymm registers. Per row, group and half, the integer sum is built in one
 // chain of `vpaddd` and
 //   acc = fma(float(isum), scale * s_x, acc);  acc = fma(bias, sum(x), acc)
 // applies in group order: the same operations for every R.
-template <int BITS, int GS, int R>
-void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq, int64_t ldq, const float* xscale,
-                  const float* xsum, int64_t ldg, float* y, int64_t ldy, int64_t valid) {
+template <int BITS, int GS, int R, bool SHARED>
+void affine_block(const uint8_t* p, int64_t groups, PackedParams pp, const int16_t* xq, int64_t ldq,
+                  const float* xscale, const float* xsum, int64_t ldg, float* y, int64_t ldy, int64_t valid) {
   constexpr int kChunks = BITS == 4 ? GS / 4 : GS / 2;  // 32-byte chunks per group
-  const int64_t param_bytes = 16 * static_cast<int64_t>(dtype_size(sd));
-  const int64_t half_bytes = param_bytes / 2;
+  const int64_t pbytes = param_bytes<SHARED>(pp);
+  HeaderWalk walk;
   const __m256i low_nibbles = _mm256_set1_epi16(0x000f);
   __m256 acc[R][2];
   SPECULA_UNROLL(8)
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
+    if constexpr (SHARED) p = enter_group(p, pp, walk);
     const uint8_t* params = p + kChunks * 32;
     SPECULA_UNROLL(2)
     for (int h = 0; h < 2; ++h) {
@@ -216,8 +242,8 @@ void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq,
           }
         }
       }
-      const __m256 scales = load_params8(params + h * half_bytes, sd);
-      const __m256 biases = load_params8(params + param_bytes + h * half_bytes, sd);
+      __m256 scales, biases;
+      group_params<SHARED>(params, pp.dtype, pbytes, walk, h, scales, biases);
       SPECULA_UNROLL(8)
       for (int r = 0; r < R; ++r) {
         const __m256 d = _mm256_mul_ps(scales, _mm256_set1_ps(xscale[r * ldg + g]));
@@ -225,23 +251,28 @@ void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq,
         acc[r][h] = _mm256_fmadd_ps(biases, _mm256_set1_ps(xsum[r * ldg + g]), acc[r][h]);
       }
     }
-    p = params + 2 * param_bytes;
+    p = params + 2 * pbytes;
   }
   store_rows<R>(acc, y, ldy, valid);
 }
 
-using AffineBlockFn = void (*)(const uint8_t*, int64_t, DType, const int16_t*, int64_t, const float*, const float*,
-                               int64_t, float*, int64_t, int64_t);
+using AffineBlockFn = void (*)(const uint8_t*, int64_t, PackedParams, const int16_t*, int64_t, const float*,
+                               const float*, int64_t, float*, int64_t, int64_t);
 
-template <int BITS, int GS>
+template <int BITS, int GS, bool SHARED = false>
 struct AffineKernels {
-  static constexpr AffineBlockFn by_rows[kRowBlock] = {affine_block<BITS, GS, 1>, affine_block<BITS, GS, 2>,
-                                                       affine_block<BITS, GS, 3>, affine_block<BITS, GS, 4>};
+  static constexpr AffineBlockFn by_rows[kRowBlock] = {
+      affine_block<BITS, GS, 1, SHARED>, affine_block<BITS, GS, 2, SHARED>, affine_block<BITS, GS, 3, SHARED>,
+      affine_block<BITS, GS, 4, SHARED>};
 };
 
 template <int BITS>
-const AffineBlockFn* affine_kernels(int gs) {
-  if constexpr (BITS == 8) {
+const AffineBlockFn* affine_kernels(int gs, bool shared) {
+  // The shared-factor formats here: Q4_K (4-bit groups of 32) and Q6_K (8-bit groups of 16).
+  if constexpr (BITS == 4) {
+    if (shared) return AffineKernels<4, 32, true>::by_rows;
+  } else {
+    if (shared) return AffineKernels<8, 16, true>::by_rows;
     if (gs == 16) return AffineKernels<8, 16>::by_rows;
   }
   return gs == 32   ? AffineKernels<BITS, 32>::by_rows
@@ -264,18 +295,19 @@ inline __m256i quad_codes_half(const uint8_t* chunk, int h) {
 
 // As affine_block, for 4-bit codes and int8 activations: per quad `vpmaddubsw` (two int16 pair
 // sums per lane), up to 8 quads summed in int16, then `vpmaddwd` by ones into the int32 chain.
-template <int GS, int R>
-void affine_block_i8(const uint8_t* p, int64_t groups, DType sd, const int8_t* xq, int64_t ldq, const float* xscale,
-                     const float* xsum, int64_t ldg, float* y, int64_t ldy, int64_t valid) {
+template <int GS, int R, bool SHARED>
+void affine_block_i8(const uint8_t* p, int64_t groups, PackedParams pp, const int8_t* xq, int64_t ldq,
+                     const float* xscale, const float* xsum, int64_t ldg, float* y, int64_t ldy, int64_t valid) {
   constexpr int kQuads = GS / 4;  // one 32-byte chunk each
   constexpr int kRun = 8;         // quads summed in int16: 8 x 3840 < 32768
-  const int64_t param_bytes = 16 * static_cast<int64_t>(dtype_size(sd));
-  const int64_t half_bytes = param_bytes / 2;
+  const int64_t pbytes = param_bytes<SHARED>(pp);
+  HeaderWalk walk;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[R][2];
   SPECULA_UNROLL(8)
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
+    if constexpr (SHARED) p = enter_group(p, pp, walk);
     const uint8_t* params = p + kQuads * 32;
     SPECULA_UNROLL(2)
     for (int h = 0; h < 2; ++h) {
@@ -309,8 +341,8 @@ void affine_block_i8(const uint8_t* p, int64_t groups, DType sd, const int8_t* x
         SPECULA_UNROLL(8)
         for (int r = 0; r < R; ++r) isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(sum16[r], ones));
       }
-      const __m256 scales = load_params8(params + h * half_bytes, sd);
-      const __m256 biases = load_params8(params + param_bytes + h * half_bytes, sd);
+      __m256 scales, biases;
+      group_params<SHARED>(params, pp.dtype, pbytes, walk, h, scales, biases);
       SPECULA_UNROLL(8)
       for (int r = 0; r < R; ++r) {
         const __m256 d = _mm256_mul_ps(scales, _mm256_set1_ps(xscale[r * ldg + g]));
@@ -318,21 +350,23 @@ void affine_block_i8(const uint8_t* p, int64_t groups, DType sd, const int8_t* x
         acc[r][h] = _mm256_fmadd_ps(biases, _mm256_set1_ps(xsum[r * ldg + g]), acc[r][h]);
       }
     }
-    p = params + 2 * param_bytes;
+    p = params + 2 * pbytes;
   }
   store_rows<R>(acc, y, ldy, valid);
 }
 
-using AffineBlockI8Fn = void (*)(const uint8_t*, int64_t, DType, const int8_t*, int64_t, const float*, const float*,
-                                 int64_t, float*, int64_t, int64_t);
+using AffineBlockI8Fn = void (*)(const uint8_t*, int64_t, PackedParams, const int8_t*, int64_t, const float*,
+                                 const float*, int64_t, float*, int64_t, int64_t);
 
-template <int GS>
+template <int GS, bool SHARED = false>
 struct AffineKernelsI8 {
-  static constexpr AffineBlockI8Fn by_rows[kRowBlock] = {affine_block_i8<GS, 1>, affine_block_i8<GS, 2>,
-                                                         affine_block_i8<GS, 3>, affine_block_i8<GS, 4>};
+  static constexpr AffineBlockI8Fn by_rows[kRowBlock] = {affine_block_i8<GS, 1, SHARED>, affine_block_i8<GS, 2, SHARED>,
+                                                         affine_block_i8<GS, 3, SHARED>,
+                                                         affine_block_i8<GS, 4, SHARED>};
 };
 
-const AffineBlockI8Fn* affine_kernels_i8(int gs) {
+const AffineBlockI8Fn* affine_kernels_i8(int gs, bool shared) {
+  if (shared) return AffineKernelsI8<32, true>::by_rows;  // Q4_K
   return gs == 32   ? AffineKernelsI8<32>::by_rows
          : gs == 64 ? AffineKernelsI8<64>::by_rows
                     : AffineKernelsI8<128>::by_rows;
@@ -350,9 +384,11 @@ void matmul_fast_avx2_prepare(const FastJob& job, int64_t r0, int64_t r1) {
 void matmul_fast_avx2_blocks(const FastJob& job, int64_t b0, int64_t b1) {
   const WeightMatrix& w = *job.w;
   const int64_t m = job.m, k = w.cols;
-  const AffineBlockFn* kernels = w.bits == 4 ? affine_kernels<4>(w.group_size) : affine_kernels<8>(w.group_size);
-  const AffineBlockI8Fn* kernels_i8 = affine_kernels_i8(w.group_size);  // 4-bit codes, int8 X (job.xq8)
-  const int64_t block_bytes = job.groups * job.group_bytes;
+  const bool shared = job.params.superblock_groups > 0;
+  const AffineBlockFn* kernels =
+      w.bits == 4 ? affine_kernels<4>(w.group_size, shared) : affine_kernels<8>(w.group_size, shared);
+  const AffineBlockI8Fn* kernels_i8 = affine_kernels_i8(w.group_size, shared);  // 4-bit codes, int8 X (job.xq8)
+  const int64_t block_bytes = job.block_bytes;
   int64_t pass = kFastPrefillBytes / ((job.xq8 != nullptr ? 1 : 2) * k) / kMatmulRowBlock * kMatmulRowBlock;
   if (pass < kMatmulRowBlock) pass = kMatmulRowBlock;
   for (int64_t m0 = 0; m0 < m; m0 += pass) {
@@ -366,10 +402,10 @@ void matmul_fast_avx2_blocks(const FastJob& job, int64_t b0, int64_t b1) {
         const float* xsum = job.x_group_sums + r0 * job.groups;
         float* y = job.y + r0 * job.ldy + n0;
         if (job.xq8 != nullptr) {
-          kernels_i8[rows - 1](block, job.groups, w.scale_dtype, job.xq8 + r0 * k, k, xscale, xsum, job.groups, y,
-                               job.ldy, w.rows - n0);
+          kernels_i8[rows - 1](block, job.groups, job.params, job.xq8 + r0 * k, k, xscale, xsum, job.groups, y, job.ldy,
+                               w.rows - n0);
         } else {
-          kernels[rows - 1](block, job.groups, w.scale_dtype, job.xq + r0 * k, k, xscale, xsum, job.groups, y, job.ldy,
+          kernels[rows - 1](block, job.groups, job.params, job.xq + r0 * k, k, xscale, xsum, job.groups, y, job.ldy,
                             w.rows - n0);
         }
       }

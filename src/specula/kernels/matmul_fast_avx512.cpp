@@ -30,6 +30,8 @@
 #include <immintrin.h>
 
 #include "specula/kernels/matmul_kernels.h"
+#include "specula/kernels/packed_affine.h"
+#include "specula/kernels/packed_header_walk.h"
 #include "specula/kernels/unroll.h"
 
 namespace specula::detail {
@@ -115,23 +117,47 @@ inline __m512 load_group_params(const uint8_t* p, DType t) {
   return t == DType::BF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
 }
 
+// 16 int8 multipliers widened to f32.
+inline __m512 int8_lanes(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
+// The 16 W rows' scales and biases of the group whose parameters start at p (`bytes` each);
+// returns their end. Shared factors give factor * multiplier, the stored value bit for bit.
+template <bool SHARED>
+inline const uint8_t* group_params(const uint8_t* p, DType dtype, int64_t bytes, const HeaderWalk& walk, __m512& scales,
+                                   __m512& biases) {
+  if constexpr (SHARED) {
+    scales = _mm512_mul_ps(_mm512_loadu_ps(walk.header), int8_lanes(p));
+    biases = _mm512_mul_ps(_mm512_loadu_ps(walk.header + 4 * kPackedRows), int8_lanes(p + bytes));
+  } else {
+    scales = load_group_params(p, dtype);
+    biases = load_group_params(p + bytes, dtype);
+  }
+  return p + 2 * bytes;
+}
+
 // One packed block (16 W rows) against R X rows: y[r * ldy + j] for the `valid` lanes j.
+// SHARED: the block's parameters are shared factors (GGUF K-quants; a variant of its own so that
+// the per-group layout's kernels stay as they are).
 // Per row and group, the integer sums of kChains independent chains (vpdpwssd has a latency of
 // several cycles; integer addition makes their split irrelevant to the result) are combined, and
 //   acc = fma(float(isum), scale * s_x, acc);  acc = fma(bias, sum(x), acc)
 // in group order: the same operations for every R, so every row's bytes are batch invariant.
-template <int BITS, int GS, int R>
-void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq, int64_t ldq, const float* xscale,
-                  const float* xsum, int64_t ldg, float* y, int64_t ldy, __mmask16 valid) {
+template <int BITS, int GS, int R, bool SHARED>
+void affine_block(const uint8_t* p, int64_t groups, PackedParams pp, const int16_t* xq, int64_t ldq,
+                  const float* xscale, const float* xsum, int64_t ldg, float* y, int64_t ldy, __mmask16 valid) {
   constexpr int kChunks = BITS == 4 ? GS / 4 : GS / 2;  // 32-byte chunks per group
   constexpr int kChains = R <= 2 ? 4 : 2;
   constexpr int kStep = BITS == 4 ? kChains / 2 : kChains;  // chunks per inner iteration
-  const int64_t param_bytes = 16 * static_cast<int64_t>(dtype_size(sd));
   const __m512i low_nibbles = _mm512_set1_epi16(0x000f);
+  const int64_t pbytes = param_bytes<SHARED>(pp);
+  HeaderWalk walk;
   __m512 acc[R];
   SPECULA_UNROLL(8)
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
+    if constexpr (SHARED) p = enter_group(p, pp, walk);
     __m512i isum[R][kChains];
     SPECULA_UNROLL(8)
     for (int r = 0; r < R; ++r) {
@@ -171,10 +197,8 @@ void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq,
         }
       }
     }
-    p += kChunks * 32;
-    const __m512 scales = load_group_params(p, sd);
-    const __m512 biases = load_group_params(p + param_bytes, sd);
-    p += 2 * param_bytes;
+    __m512 scales, biases;
+    p = group_params<SHARED>(p + kChunks * 32, pp.dtype, pbytes, walk, scales, biases);
     SPECULA_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       __m512i total = isum[r][0];
@@ -189,18 +213,22 @@ void affine_block(const uint8_t* p, int64_t groups, DType sd, const int16_t* xq,
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy, valid, acc[r]);
 }
 
-using AffineBlockFn = void (*)(const uint8_t*, int64_t, DType, const int16_t*, int64_t, const float*, const float*,
-                               int64_t, float*, int64_t, __mmask16);
+using AffineBlockFn = void (*)(const uint8_t*, int64_t, PackedParams, const int16_t*, int64_t, const float*,
+                               const float*, int64_t, float*, int64_t, __mmask16);
 
-template <int BITS, int GS>
+template <int BITS, int GS, bool SHARED = false>
 struct AffineKernels {
   static constexpr AffineBlockFn by_rows[kMatmulRowBlock] = {
-      affine_block<BITS, GS, 1>, affine_block<BITS, GS, 2>, affine_block<BITS, GS, 3>, affine_block<BITS, GS, 4>,
-      affine_block<BITS, GS, 5>, affine_block<BITS, GS, 6>, affine_block<BITS, GS, 7>, affine_block<BITS, GS, 8>};
+      affine_block<BITS, GS, 1, SHARED>, affine_block<BITS, GS, 2, SHARED>, affine_block<BITS, GS, 3, SHARED>,
+      affine_block<BITS, GS, 4, SHARED>, affine_block<BITS, GS, 5, SHARED>, affine_block<BITS, GS, 6, SHARED>,
+      affine_block<BITS, GS, 7, SHARED>, affine_block<BITS, GS, 8, SHARED>};
 };
 
 template <int BITS>
-const AffineBlockFn* affine_kernels(int gs) {
+const AffineBlockFn* affine_kernels(int gs, bool shared) {
+  if constexpr (BITS == 4) {
+    if (shared) return AffineKernels<4, 32, true>::by_rows;  // the one shared-factor format here: Q4_K
+  }
   return gs == 32   ? AffineKernels<BITS, 32>::by_rows
          : gs == 64 ? AffineKernels<BITS, 64>::by_rows
                     : AffineKernels<BITS, 128>::by_rows;
@@ -233,17 +261,19 @@ inline __m512i quad_codes(const uint8_t* p) {
 
 // As affine_block, with int8 activations: one `vpdpbusd` per 4 inputs and X row instead of two
 // `vpdpwssd`. The same per-group combination in the same order for every R.
-template <int BITS, int GS, int R>
-void affine_block_i8(const uint8_t* p, int64_t groups, DType sd, const int8_t* xq, int64_t ldq, const float* xscale,
-                     const float* xsum, int64_t ldg, float* y, int64_t ldy, __mmask16 valid) {
+template <int BITS, int GS, int R, bool SHARED>
+void affine_block_i8(const uint8_t* p, int64_t groups, PackedParams pp, const int8_t* xq, int64_t ldq,
+                     const float* xscale, const float* xsum, int64_t ldg, float* y, int64_t ldy, __mmask16 valid) {
   constexpr int kQuadBytes = BITS == 4 ? 32 : 64;  // packed bytes of 4 inputs x 16 W rows
   constexpr int kQuads = GS / 4;
   constexpr int kChains = R <= 2 ? 4 : 2;
-  const int64_t param_bytes = 16 * static_cast<int64_t>(dtype_size(sd));
+  const int64_t pbytes = param_bytes<SHARED>(pp);
+  HeaderWalk walk;
   __m512 acc[R];
   SPECULA_UNROLL(8)
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
+    if constexpr (SHARED) p = enter_group(p, pp, walk);
     __m512i isum[R][kChains];
     SPECULA_UNROLL(8)
     for (int r = 0; r < R; ++r) {
@@ -268,10 +298,8 @@ void affine_block_i8(const uint8_t* p, int64_t groups, DType sd, const int8_t* x
         for (int r = 0; r < R; ++r) isum[r][u] = dpbusd_quad(isum[r][u], codes, xr[r] + 4 * (q + u));
       }
     }
-    p += kQuads * kQuadBytes;
-    const __m512 scales = load_group_params(p, sd);
-    const __m512 biases = load_group_params(p + param_bytes, sd);
-    p += 2 * param_bytes;
+    __m512 scales, biases;
+    p = group_params<SHARED>(p + kQuads * kQuadBytes, pp.dtype, pbytes, walk, scales, biases);
     SPECULA_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       __m512i total = isum[r][0];
@@ -286,19 +314,22 @@ void affine_block_i8(const uint8_t* p, int64_t groups, DType sd, const int8_t* x
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy, valid, acc[r]);
 }
 
-using AffineBlockI8Fn = void (*)(const uint8_t*, int64_t, DType, const int8_t*, int64_t, const float*, const float*,
-                                 int64_t, float*, int64_t, __mmask16);
+using AffineBlockI8Fn = void (*)(const uint8_t*, int64_t, PackedParams, const int8_t*, int64_t, const float*,
+                                 const float*, int64_t, float*, int64_t, __mmask16);
 
-template <int BITS, int GS>
+template <int BITS, int GS, bool SHARED = false>
 struct AffineKernelsI8 {
   static constexpr AffineBlockI8Fn by_rows[kMatmulRowBlock] = {
-      affine_block_i8<BITS, GS, 1>, affine_block_i8<BITS, GS, 2>, affine_block_i8<BITS, GS, 3>,
-      affine_block_i8<BITS, GS, 4>, affine_block_i8<BITS, GS, 5>, affine_block_i8<BITS, GS, 6>,
-      affine_block_i8<BITS, GS, 7>, affine_block_i8<BITS, GS, 8>};
+      affine_block_i8<BITS, GS, 1, SHARED>, affine_block_i8<BITS, GS, 2, SHARED>, affine_block_i8<BITS, GS, 3, SHARED>,
+      affine_block_i8<BITS, GS, 4, SHARED>, affine_block_i8<BITS, GS, 5, SHARED>, affine_block_i8<BITS, GS, 6, SHARED>,
+      affine_block_i8<BITS, GS, 7, SHARED>, affine_block_i8<BITS, GS, 8, SHARED>};
 };
 
 template <int BITS>
-const AffineBlockI8Fn* affine_kernels_i8(int gs) {
+const AffineBlockI8Fn* affine_kernels_i8(int gs, bool shared) {
+  if constexpr (BITS == 4) {
+    if (shared) return AffineKernelsI8<4, 32, true>::by_rows;
+  }
   return gs == 32   ? AffineKernelsI8<BITS, 32>::by_rows
          : gs == 64 ? AffineKernelsI8<BITS, 64>::by_rows
                     : AffineKernelsI8<BITS, 128>::by_rows;
@@ -310,10 +341,12 @@ void affine_blocks(const FastJob& job, int64_t b0, int64_t b1) {
   const WeightMatrix& w = *job.w;
   const int64_t m = job.m, k = w.cols;
   const bool int8 = job.xq8 != nullptr;
-  const AffineBlockFn* kernels = w.bits == 4 ? affine_kernels<4>(w.group_size) : affine_kernels<8>(w.group_size);
+  const bool shared = job.params.superblock_groups > 0;
+  const AffineBlockFn* kernels =
+      w.bits == 4 ? affine_kernels<4>(w.group_size, shared) : affine_kernels<8>(w.group_size, shared);
   const AffineBlockI8Fn* kernels_i8 =
-      w.bits == 4 ? affine_kernels_i8<4>(w.group_size) : affine_kernels_i8<8>(w.group_size);
-  const int64_t block_bytes = job.groups * job.group_bytes;
+      w.bits == 4 ? affine_kernels_i8<4>(w.group_size, shared) : affine_kernels_i8<8>(w.group_size, shared);
+  const int64_t block_bytes = job.block_bytes;
   int64_t pass = kFastPrefillBytes / ((int8 ? 1 : 2) * k) / kMatmulRowBlock * kMatmulRowBlock;
   if (pass < kMatmulRowBlock) pass = kMatmulRowBlock;
   for (int64_t m0 = 0; m0 < m; m0 += pass) {
@@ -327,10 +360,10 @@ void affine_blocks(const FastJob& job, int64_t b0, int64_t b1) {
         const float* xscale = job.x_group_scales + r0 * job.groups;
         const float* xsum = job.x_group_sums + r0 * job.groups;
         if (int8) {
-          kernels_i8[rows - 1](block, job.groups, w.scale_dtype, job.xq8 + r0 * k, k, xscale, xsum, job.groups,
+          kernels_i8[rows - 1](block, job.groups, job.params, job.xq8 + r0 * k, k, xscale, xsum, job.groups,
                                y_at(job, r0, n0), job.ldy, valid);
         } else {
-          kernels[rows - 1](block, job.groups, w.scale_dtype, job.xq + r0 * k, k, xscale, xsum, job.groups,
+          kernels[rows - 1](block, job.groups, job.params, job.xq + r0 * k, k, xscale, xsum, job.groups,
                             y_at(job, r0, n0), job.ldy, valid);
         }
       }

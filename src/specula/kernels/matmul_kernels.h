@@ -33,6 +33,12 @@ struct MatmulJob {
   int64_t ldxk = 0;
 };
 
+// How a packed block stores its groups' scales and biases (kernels/packed_affine.h).
+struct PackedParams {
+  DType dtype = DType::BF16;      // per-group values (superblock_groups == 0)
+  int64_t superblock_groups = 0;  // > 0: f32 factors per this many groups, int8 multipliers per group
+};
+
 // Fast precision (matmul_fast_avx512.cpp, matmul_fast_avx2.cpp): one call as its kernels see it. Scratch is allocated
 // by the dispatcher; prepare(job, r0, r1) fills it for X rows [r0, r1) (each row on its own, so any split of the rows
 // gives the same bytes); blocks()/rows() compute the outputs.
@@ -44,7 +50,8 @@ struct FastJob {
   int64_t ldy = 0;
   // Affine 4/8-bit: W in the packed layout (kernels/packed_affine.h), X as int16 per group.
   const uint8_t* packed = nullptr;
-  int64_t group_bytes = 0;          // packed bytes of one group of one block
+  int64_t block_bytes = 0;          // packed bytes of one block of 16 W rows
+  PackedParams params;              // how its groups' scales and biases are stored
   int64_t groups = 0;               // quantization groups per W row
   int16_t* xq = nullptr;            // [m, cols]: activations, natural order
   int8_t* xq8 = nullptr;            // [m, cols]: int8 activations instead (Precision::Int8)

@@ -9,7 +9,9 @@
 
 #include "specula/io/dtype.h"
 #include "specula/kernels/isa.h"
+#include "specula/kernels/shared_scales.h"
 #include "specula/util/error.h"
+#include "specula/util/half.h"
 
 namespace specula {
 
@@ -62,15 +64,34 @@ void pack_row_codes(const uint8_t* src, int64_t src_bytes, int bits, int j, uint
 bool packable(const WeightMatrix& w) {
   const bool group = w.group_size == 32 || w.group_size == 64 || w.group_size == 128 ||
                      (w.group_size == 16 && w.bits == 8);  // GGUF Q6_K
+  const bool superblock = w.superblock == 0 || (shared_factor_format(w.bits, w.group_size) && w.superblock > 0 &&
+                                                w.superblock % w.group_size == 0 && w.cols % w.superblock == 0);
   return w.format == WeightFormat::Affine && (w.bits == 4 || w.bits == 8) && w.rows > 0 && w.cols > 0 && group &&
-         w.cols % w.group_size == 0;
+         w.cols % w.group_size == 0 && superblock;
 }
+
+int64_t packed_superblock_groups(const WeightMatrix& w) { return w.superblock > 0 ? w.superblock / w.group_size : 0; }
 
 int64_t packed_group_bytes(const WeightMatrix& w) {
-  return chunks_per_group(w) * 32 + 2 * kPackedRows * static_cast<int64_t>(dtype_size(w.scale_dtype));
+  const int64_t params = packed_superblock_groups(w) > 0
+                             ? 2 * kPackedRows
+                             : 2 * kPackedRows * static_cast<int64_t>(dtype_size(w.scale_dtype));
+  return chunks_per_group(w) * 32 + params;
 }
 
-int64_t packed_bytes(const WeightMatrix& w) { return block_count(w) * w.groups_per_row() * packed_group_bytes(w); }
+int64_t packed_block_bytes(const WeightMatrix& w) {
+  const int64_t groups = w.groups_per_row(), per_superblock = packed_superblock_groups(w);
+  const int64_t headers = per_superblock > 0 ? groups / per_superblock * kPackedHeaderBytes : 0;
+  return groups * packed_group_bytes(w) + headers;
+}
+
+int64_t packed_bytes(const WeightMatrix& w) { return block_count(w) * packed_block_bytes(w); }
+
+int64_t packed_group_offset(const WeightMatrix& w, int64_t g) {
+  const int64_t per_superblock = packed_superblock_groups(w);
+  const int64_t headers = per_superblock > 0 ? (g / per_superblock + 1) * kPackedHeaderBytes : 0;
+  return g * packed_group_bytes(w) + headers;
+}
 
 // Copies one scale or bias (2 or 4 bytes) without a call per value.
 inline void copy_param(uint8_t* dst, const uint8_t* src, int64_t size) {
@@ -85,11 +106,50 @@ inline void copy_param(uint8_t* dst, const uint8_t* src, int64_t size) {
   }
 }
 
+// Values [first, first + count) of a scale or bias array of dtype t, as f32.
+void read_params(const void* params, DType t, int64_t first, int64_t count, float* out) {
+  const auto* p = static_cast<const uint8_t*>(params) + first * static_cast<int64_t>(dtype_size(t));
+  for (int64_t i = 0; i < count; ++i) {
+    if (t == DType::F32) {
+      std::memcpy(&out[i], p + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      out[i] = t == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+    }
+  }
+}
+
+// Row j's parameters of every superblock of block b as shared factors and int8 multipliers.
+// `values` and `multipliers` are scratch of groups_per_row() entries.
+void pack_shared_factors(const WeightMatrix& w, int64_t b, int j, uint8_t* block, float* values, int8_t* multipliers) {
+  const int64_t groups = w.groups_per_row(), per_superblock = packed_superblock_groups(w);
+  const int64_t n = b * kPackedRows + j, code_bytes = chunks_per_group(w) * 32, group_bytes = packed_group_bytes(w);
+  for (int part = 0; part < 2; ++part) {
+    read_params(part == 0 ? w.scales : w.biases, w.scale_dtype, n * groups, groups, values);
+    uint8_t* superblock = block;
+    for (int64_t g0 = 0; g0 < groups; g0 += per_superblock) {
+      float factor = 0.0f;
+      if (!factor_shared_scale(values + g0, static_cast<int>(per_superblock), factor, multipliers))
+        fail(
+            "pack_affine: row {} of a [{}, {}] matrix: the {} of inputs [{}, {}) are not one f32 factor times int8 "
+            "multipliers, as its superblock {} promised",
+            n, w.rows, w.cols, part == 0 ? "scales" : "biases", g0 * w.group_size, (g0 + per_superblock) * w.group_size,
+            w.superblock);
+      std::memcpy(superblock + (part * kPackedRows + j) * 4, &factor, 4);
+      uint8_t* params = superblock + kPackedHeaderBytes + code_bytes + part * kPackedRows + j;
+      for (int64_t i = 0; i < per_superblock; ++i) params[i * group_bytes] = static_cast<uint8_t>(multipliers[i]);
+      superblock += kPackedHeaderBytes + per_superblock * group_bytes;
+    }
+  }
+}
+
 void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t block_end, uint8_t* out) {
   if (!packable(w))
     fail("pack_affine: the matrix [{}, {}] is not affine 4/8-bit with group size 32/64/128", w.rows, w.cols);
   const int64_t groups = w.groups_per_row();
-  const int64_t group_bytes = packed_group_bytes(w);
+  const int64_t block_bytes = packed_block_bytes(w);
+  const bool shared = packed_superblock_groups(w) > 0;
   const int64_t code_bytes = chunks_per_group(w) * 32;
   const int64_t src_group_bytes = w.group_size * w.bits / 8;
   const auto sd = static_cast<int64_t>(dtype_size(w.scale_dtype));
@@ -97,6 +157,7 @@ void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t bloc
   const auto* scales = static_cast<const uint8_t*>(w.scales);
   const auto* biases = static_cast<const uint8_t*>(w.biases);
   const int64_t row_bytes = w.row_bytes();
+  const int64_t first_block = block_begin;
 #if defined(SPECULA_X86)
   if (const Isa isa = active_isa(); isa != Isa::Scalar) {
     const int64_t full_end = std::min(block_end, w.rows / kPackedRows);
@@ -110,8 +171,8 @@ void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t bloc
   for (int64_t b = block_begin; b < block_end; ++b) {
     const int64_t n0 = b * kPackedRows;
     const int64_t rows = std::min<int64_t>(kPackedRows, w.rows - n0);
-    uint8_t* block = out + b * groups * group_bytes;
-    if (rows < kPackedRows) std::memset(block, 0, static_cast<size_t>(groups * group_bytes));  // rows past N
+    uint8_t* block = out + b * block_bytes;
+    if (rows < kPackedRows) std::memset(block, 0, static_cast<size_t>(block_bytes));  // rows past N
     // Row by row: each source row is read once, front to back.
     for (int j = 0; j < rows; ++j) {
       const int64_t n = n0 + j;
@@ -119,12 +180,21 @@ void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t bloc
       const uint8_t* s = scales + n * groups * sd;
       const uint8_t* bi = biases + n * groups * sd;
       for (int64_t g = 0; g < groups; ++g) {
-        uint8_t* dst = block + g * group_bytes;
+        uint8_t* dst = block + packed_group_offset(w, g);
         pack_row_codes(src + g * src_group_bytes, src_group_bytes, w.bits, j, dst);
+        if (shared) continue;
         copy_param(dst + code_bytes + j * sd, s + g * sd, sd);
         copy_param(dst + code_bytes + (kPackedRows + j) * sd, bi + g * sd, sd);
       }
     }
+  }
+  if (!shared) return;
+  std::vector<float> values(static_cast<size_t>(groups));
+  std::vector<int8_t> multipliers(values.size());
+  for (int64_t b = first_block; b < block_end; ++b) {
+    const int64_t rows = std::min<int64_t>(kPackedRows, w.rows - b * kPackedRows);
+    for (int j = 0; j < rows; ++j)
+      pack_shared_factors(w, b, j, out + b * block_bytes, values.data(), multipliers.data());
   }
 }
 

@@ -19,6 +19,12 @@
 //   biases  16 values, likewise
 // Groups follow each other; blocks follow each other. Values are copied, never rounded, so the
 // packed matrix is the same matrix.
+//
+// Shared factors (w.superblock > 0, GGUF K-quants): a superblock's groups are preceded by a header
+// of 16 f32 scale factors and 16 f32 bias factors (one per row), and each group's parameters are 16
+// int8 scale multipliers then 16 int8 bias multipliers; scale = factor * multiplier, the
+// checkpoint's value bit for bit (kernels/shared_scales.h). A Q4_K group of 16 rows then takes 288
+// bytes plus 16 of header instead of 384, a Q6_K one 288 plus 8 instead of 384.
 #include <cstddef>
 #include <cstdint>
 
@@ -31,16 +37,24 @@
 namespace specula {
 
 inline constexpr int64_t kPackedRows = 16;  // output rows per packed block
+// A superblock's header: 16 f32 scale factors, then 16 f32 bias factors.
+inline constexpr int64_t kPackedHeaderBytes = 2 * kPackedRows * 4;
 
 // Whether pack_affine() takes w: affine with 4 or 8 bits (the widths the fast kernels handle).
 bool packable(const WeightMatrix& w);
 
-// Bytes of one packed group of one block, and of the whole packed matrix.
+// Groups per shared-factor superblock; 0 when every group carries its own scales and biases.
+int64_t packed_superblock_groups(const WeightMatrix& w);
+// Bytes of one group of one block (codes and parameters), of one block (headers included), of
+// the whole packed matrix; where group g starts in its block.
 int64_t packed_group_bytes(const WeightMatrix& w);
+int64_t packed_block_bytes(const WeightMatrix& w);
 int64_t packed_bytes(const WeightMatrix& w);
+int64_t packed_group_offset(const WeightMatrix& w, int64_t g);
 
 // Writes w's packed layout to out (packed_bytes(w) bytes). Rows [block_begin, block_end) of
-// blocks only, so callers can split the work over threads.
+// blocks only, so callers can split the work over threads. Throws when a matrix promised shared
+// factors and a superblock of a row has none.
 void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t block_end, uint8_t* out);
 
 // An owned, 2 MiB-aligned buffer (huge pages where the kernel allows: fewer TLB misses on the

@@ -30,7 +30,8 @@ inline __m256i words_in_row_order(__m256i a, __m256i b) {
 
 void pack_affine_full_blocks_avx2(const WeightMatrix& w, int64_t block_begin, int64_t block_end, uint8_t* out) {
   const int64_t groups = w.groups_per_row();
-  const int64_t group_bytes = packed_group_bytes(w);
+  const int64_t block_bytes = packed_block_bytes(w);
+  const bool shared = packed_superblock_groups(w) > 0;  // the caller writes the parameters
   const int64_t chunks = w.group_size / (w.bits == 4 ? 4 : 2);
   const int64_t src_group_bytes = w.group_size * w.bits / 8;
   const int64_t sd = w.scale_dtype == DType::F32 ? 4 : 2;
@@ -51,7 +52,7 @@ void pack_affine_full_blocks_avx2(const WeightMatrix& w, int64_t block_begin, in
       for (int64_t i = 0; i < block_src_bytes; i += 64) _mm_prefetch(next + i, _MM_HINT_T1);
     }
     for (int64_t g = 0; g < groups; ++g) {
-      uint8_t* dst = out + (b * groups + g) * group_bytes;
+      uint8_t* dst = out + b * block_bytes + packed_group_offset(w, g);
       const uint8_t* src = block_src + g * src_group_bytes;
       for (int64_t c = 0; c < chunks; c += 2) {
         // Lane j: row j's (8 + j's) 16-bit words for chunks c (low half) and c + 1 (high half).
@@ -66,6 +67,7 @@ void pack_affine_full_blocks_avx2(const WeightMatrix& w, int64_t block_begin, in
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (c + 1) * 32),
                             words_in_row_order(_mm256_srli_epi32(va, 16), _mm256_srli_epi32(vb, 16)));
       }
+      if (shared) continue;
       uint8_t* params = dst + chunks * 32;
       const int64_t at = (b * kPackedRows * groups + g) * sd;
       for (int j = 0; j < kPackedRows; ++j) {

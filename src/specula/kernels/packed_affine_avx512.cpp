@@ -15,7 +15,8 @@ namespace specula::detail {
 
 void pack_affine_full_blocks_avx512(const WeightMatrix& w, int64_t block_begin, int64_t block_end, uint8_t* out) {
   const int64_t groups = w.groups_per_row();
-  const int64_t group_bytes = packed_group_bytes(w);
+  const int64_t block_bytes = packed_block_bytes(w);
+  const bool shared = packed_superblock_groups(w) > 0;  // the caller writes the parameters
   const int64_t chunks = w.group_size / (w.bits == 4 ? 4 : 2);
   const int64_t src_group_bytes = w.group_size * w.bits / 8;
   const int64_t sd = w.scale_dtype == DType::F32 ? 4 : 2;
@@ -38,7 +39,7 @@ void pack_affine_full_blocks_avx512(const WeightMatrix& w, int64_t block_begin, 
         _mm_prefetch(reinterpret_cast<const char*>(block_src + block_src_bytes + i), _MM_HINT_T1);
     }
     for (int64_t g = 0; g < groups; ++g) {
-      uint8_t* dst = out + (b * groups + g) * group_bytes;
+      uint8_t* dst = out + b * block_bytes + packed_group_offset(w, g);
       const uint8_t* src = block_src + g * src_group_bytes;
       for (int64_t c = 0; c < chunks; c += 2) {
         // Lane j: row j's 16-bit words for chunks c (low half) and c + 1 (high half).
@@ -52,6 +53,7 @@ void pack_affine_full_blocks_avx512(const WeightMatrix& w, int64_t block_begin, 
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (c + 1) * 32),
                             _mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
       }
+      if (shared) continue;
       uint8_t* params = dst + chunks * 32;
       const int64_t at = (b * kPackedRows * groups + g) * sd;
       for (int j = 0; j < kPackedRows; ++j) {

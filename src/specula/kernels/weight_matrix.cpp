@@ -3,6 +3,7 @@
 #include <string>
 
 #include "specula/kernels/quant.h"
+#include "specula/kernels/shared_scales.h"
 #include "specula/util/error.h"
 
 namespace specula {
@@ -134,10 +135,19 @@ WeightMatrix weight_matrix(const ModuleRef& module, int64_t expert) {
     fail("module '{}': biases '{}' dtype {} differs from scales dtype {}", name, module.biases->name,
          dtype_name(module.biases->dtype), dtype_name(sd));
   }
+  if (q.superblock != 0 && !shared_factor_format(q.bits, q.group_size)) {
+    fail("module '{}': superblock {} is for 4-bit groups of 32 and 8-bit groups of 16; it has {}-bit groups of {}",
+         name, q.superblock, q.bits, q.group_size);
+  }
+  if (q.superblock != 0 && (q.superblock % q.group_size != 0 || cols % q.superblock != 0)) {
+    fail("module '{}': superblock {} is not a multiple of the group size {} that divides the input width {}", name,
+         q.superblock, q.group_size, cols);
+  }
   w.format = WeightFormat::Affine;
   w.bits = q.bits;
   w.group_size = q.group_size;
   w.scale_dtype = sd;
+  w.superblock = q.superblock;
   const uint64_t data_bytes = static_cast<uint64_t>(rows) * static_cast<uint64_t>(w.row_bytes());
   const uint64_t sb_bytes = static_cast<uint64_t>(rows) * static_cast<uint64_t>(w.groups_per_row()) * dtype_size(sd);
   check_bytes(*module.weight, name, "weight", data_bytes * stack);

@@ -27,6 +27,7 @@
 #include "specula/kernels/ggml_affine.h"
 #include "specula/kernels/ggml_quants.h"
 #include "specula/kernels/quant.h"
+#include "specula/kernels/shared_scales.h"
 #include "specula/model/gguf_image_cache.h"
 #include "specula/util/error.h"
 #include "specula/util/half.h"
@@ -137,10 +138,14 @@ class TensorConverter {
     const std::span<float> scales(reinterpret_cast<float*>(scale_bytes.data()), static_cast<size_t>(rows * groups));
     const std::span<float> biases(reinterpret_cast<float*>(bias_bytes.data()), scales.size());
     std::vector<uint8_t> codes(static_cast<size_t>(n));
+    // The fast kernels keep K-quant scales as shared factors (kernels/packed_affine.h) when every
+    // row's blocks allow it.
+    bool shared = shared_factor_format(bits, group) && ggml_block_size(t.type) == 256;
     for (int64_t r = 0; r < rows; ++r) {
       const std::byte* src = t.data + static_cast<size_t>(r) * t.row_bytes();
       ggml_row_to_affine(t.type, src, n, codes.data(), scales.data() + r * groups, biases.data() + r * groups);
       pack_codes(codes, bits, all_words.subspan(static_cast<size_t>(r * words), static_cast<size_t>(words)));
+      shared = shared && ggml_scales_share_factors(t.type, src, n);
     }
     push(hf, DType::U32, shape, std::move(packed));
     if (exact_in_f16(scales) && exact_in_f16(biases)) {
@@ -153,6 +158,7 @@ class TensorConverter {
     nlohmann::json& q = config_["quantization"];
     if (q.is_null()) q = {{"bits", bits}, {"group_size", group}, {"mode", "affine"}};
     q[module] = {{"bits", bits}, {"group_size", group}};
+    if (shared) q[module]["superblock"] = 256;
   }
 
   static std::vector<uint16_t> to_f16(std::span<const float> v) {

@@ -244,9 +244,10 @@ std::string packed_cache_key(const TensorStore& store, std::span<WeightMatrix* c
     const std::string scales = locate.describe(w.scales);
     const std::string biases = locate.describe(w.biases);
     if (data.empty() || scales.empty() || biases.empty()) return {};
-    key += fmt::format("matrix {} {} {} {} rows {} cols {} bits {} group {} scale {} bytes {} offset {}\n", i, data,
-                       scales, biases, w.rows, w.cols, w.bits, w.group_size, dtype_name(w.scale_dtype), packed_bytes(w),
-                       layout.offsets[i]);
+    key +=
+        fmt::format("matrix {} {} {} {} rows {} cols {} bits {} group {} superblock {} scale {} bytes {} offset {}\n",
+                    i, data, scales, biases, w.rows, w.cols, w.bits, w.group_size, w.superblock,
+                    dtype_name(w.scale_dtype), packed_bytes(w), layout.offsets[i]);
   }
   key += fmt::format("data {}\n", layout.total);
   return key;

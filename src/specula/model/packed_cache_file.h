@@ -12,7 +12,7 @@
 namespace specula {
 
 // Bump whenever the packed layout (kernels/packed_affine.h) or this file's format changes.
-inline constexpr uint32_t kPackedLayoutVersion = 1;
+inline constexpr uint32_t kPackedLayoutVersion = 2;
 inline constexpr char kPackedCacheSuffix[] = ".specula-packed";
 
 // The cache file of a checkpoint directory inside cache_dir: <hash of its absolute path><suffix>.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "specula/kernels/packed_affine.h"
 #include "specula/util/error.h"
 #include "specula/util/half.h"
 
@@ -156,15 +157,18 @@ TargetWeights make_target_weights(const TargetCheckpoint& ck) {
   return w;
 }
 
-uint64_t TargetWeights::streamed_bytes_per_token() const {
-  uint64_t b = lm_head.bytes();
-  if (ple_width > 0) b += per_layer_model_projection.bytes();
+uint64_t TargetWeights::matrix_bytes_per_token(bool as_packed) const {
+  const auto bytes = [as_packed](const WeightMatrix& w) {
+    return as_packed && w.packed != nullptr ? static_cast<uint64_t>(packed_bytes(w)) : w.bytes();
+  };
+  uint64_t b = bytes(lm_head);
+  if (ple_width > 0) b += bytes(per_layer_model_projection);
   for (const TargetLayerWeights& L : layers) {
-    b += L.q_proj.bytes() + L.o_proj.bytes() + L.gate_proj.bytes() + L.up_proj.bytes() + L.down_proj.bytes();
-    if (L.k_proj) b += L.k_proj->bytes();
-    if (L.v_proj) b += L.v_proj->bytes();
-    if (L.ple) b += L.per_layer_input_gate.bytes() + L.per_layer_projection.bytes();
-    if (L.moe) b += L.router_proj.bytes();  // experts depend on routing: counted by the caller
+    for (const WeightMatrix* w : {&L.q_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj}) b += bytes(*w);
+    if (L.k_proj) b += bytes(*L.k_proj);
+    if (L.v_proj) b += bytes(*L.v_proj);
+    if (L.ple) b += bytes(L.per_layer_input_gate) + bytes(L.per_layer_projection);
+    if (L.moe) b += bytes(L.router_proj);  // experts depend on routing: counted by the caller
   }
   return b;
 }

@@ -60,7 +60,10 @@ struct TargetWeights {
 
   std::vector<TargetLayerWeights> layers;
 
-  uint64_t streamed_bytes_per_token() const;  // bytes of every matrix a decode step reads
+  // Bytes of the matrices a decode step reads (routed experts aside): as the checkpoint stores
+  // them, or as the fast kernels read them (a packed copy where there is one: the same size for
+  // MLX layouts, smaller for GGUF K-quants with shared factors).
+  uint64_t matrix_bytes_per_token(bool as_packed) const;
   // Every matrix the forward pass multiplies by (not the embedding tables it only gathers from).
   std::vector<WeightMatrix*> matmul_matrices();
 };
