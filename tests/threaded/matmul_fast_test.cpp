@@ -142,9 +142,9 @@ TEST(MatmulFast, SupportFollowsFormatAndCpu) {
   EXPECT_THROW(parse_precision("Fast"), Error);
 }
 
-// Groups of 16 come only from GGUF Q6_K (8-bit codes): the AVX2 kernel runs them on every CPU with
-// AVX2, AVX-512 ones included; 4-bit groups of 16 have no fast kernel and run the exact one.
-TEST(MatmulFast, GroupsOf16RunTheAvx2KernelWhereverItRuns) {
+// Groups of 16 come only from GGUF Q6_K (8-bit codes): the fast kernels of the CPU run them (AVX-512
+// VNNI or AVX2); 4-bit groups of 16 have no fast kernel and run the exact one.
+TEST(MatmulFast, GroupsOf16RunTheFastKernels) {
   IsaGuard guard;
   std::mt19937 rng(4);
   const Weights q8 = make_weights({WeightFormat::Affine, 8, 16, DType::F32}, 4, 128, rng);
@@ -155,7 +155,9 @@ TEST(MatmulFast, GroupsOf16RunTheAvx2KernelWhereverItRuns) {
     EXPECT_EQ(fast_matmul_supported(q8.w), isa >= Isa::Avx2) << isa_name(isa);
     EXPECT_EQ(fast_kernel_name(q8.w, Precision::Fast) != nullptr ? std::string(fast_kernel_name(q8.w, Precision::Fast))
                                                                  : std::string("none"),
-              isa >= Isa::Avx2 ? "avx2 int16" : "none")
+              isa == Isa::Avx512 && cpu_features().avx512vnni ? "avx512 vnni"
+              : isa >= Isa::Avx2                              ? "avx2 int16"
+                                                              : "none")
         << isa_name(isa);
     EXPECT_FALSE(fast_matmul_supported(q4.w)) << isa_name(isa);
   }

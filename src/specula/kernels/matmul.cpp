@@ -66,10 +66,8 @@ FastKernel fast_kernel(const WeightMatrix& w) {
 #if defined(SPECULA_X86)
   const Isa isa = active_isa();
   const CpuFeatures& f = cpu_features();
-  if (w.format == WeightFormat::Affine && w.group_size == 16) {
-    // Groups of 16 (GGUF Q6_K as 8-bit codes) run the AVX2 kernel on AVX-512 CPUs too.
-    return w.bits == 8 && isa >= Isa::Avx2 ? FastKernel::Avx2Int16 : FastKernel::None;
-  }
+  // Groups of 16 come only from GGUF Q6_K, as 8-bit codes.
+  if (w.format == WeightFormat::Affine && w.group_size == 16 && w.bits != 8) return FastKernel::None;
   if (w.format == WeightFormat::Affine && (w.bits == 4 || w.bits == 8)) {
     if (isa == Isa::Avx512 && f.avx512vnni) return FastKernel::Avx512Vnni;
     if (isa >= Isa::Avx2) return FastKernel::Avx2Int16;  // the same bytes, more instructions

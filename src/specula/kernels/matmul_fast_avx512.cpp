@@ -226,8 +226,12 @@ struct AffineKernels {
 
 template <int BITS>
 const AffineBlockFn* affine_kernels(int gs, bool shared) {
+  // The shared-factor formats: Q4_K (4-bit groups of 32) and Q6_K (8-bit groups of 16).
   if constexpr (BITS == 4) {
-    if (shared) return AffineKernels<4, 32, true>::by_rows;  // the one shared-factor format here: Q4_K
+    if (shared) return AffineKernels<4, 32, true>::by_rows;
+  } else {
+    if (shared) return AffineKernels<8, 16, true>::by_rows;
+    if (gs == 16) return AffineKernels<8, 16>::by_rows;
   }
   return gs == 32   ? AffineKernels<BITS, 32>::by_rows
          : gs == 64 ? AffineKernels<BITS, 64>::by_rows
@@ -329,6 +333,9 @@ template <int BITS>
 const AffineBlockI8Fn* affine_kernels_i8(int gs, bool shared) {
   if constexpr (BITS == 4) {
     if (shared) return AffineKernelsI8<4, 32, true>::by_rows;
+  } else {
+    if (shared) return AffineKernelsI8<8, 16, true>::by_rows;
+    if (gs == 16) return AffineKernelsI8<8, 16>::by_rows;
   }
   return gs == 32   ? AffineKernelsI8<BITS, 32>::by_rows
          : gs == 64 ? AffineKernelsI8<BITS, 64>::by_rows
