@@ -132,6 +132,28 @@ TEST(PackedSharedFactors, EveryKernelSetPacksTheSameBytes) {
   }
 }
 
+// Loaders keep shared factors only where the AVX-512 VNNI kernels read them.
+TEST(PackedSharedFactors, PayOnlyOnTheAvx512Kernels) {
+  test::IsaGuard guard;
+  WeightMatrix w;
+  w.superblock = 256;
+  set_active_isa(Isa::Scalar);
+  EXPECT_FALSE(shared_factors_pay());
+  use_shared_factors_where_they_pay(w);
+  EXPECT_EQ(w.superblock, 0);
+  if (detected_isa() >= Isa::Avx2) {
+    set_active_isa(Isa::Avx2);
+    EXPECT_FALSE(shared_factors_pay());
+  }
+  if (detected_isa() == Isa::Avx512) {
+    set_active_isa(Isa::Avx512);
+    EXPECT_EQ(shared_factors_pay(), cpu_features().avx512vnni);
+    w.superblock = 256;
+    use_shared_factors_where_they_pay(w);
+    EXPECT_EQ(w.superblock, cpu_features().avx512vnni ? 256 : 0);
+  }
+}
+
 // A matrix that promises shared factors its scales do not have is refused by name of the row,
 // the inputs and the promise.
 TEST(PackedSharedFactors, ABrokenPromiseIsAnError) {

@@ -70,6 +70,18 @@ bool packable(const WeightMatrix& w) {
          w.cols % w.group_size == 0 && superblock;
 }
 
+bool shared_factors_pay() {
+#if defined(SPECULA_X86)
+  return active_isa() == Isa::Avx512 && cpu_features().avx512vnni;
+#else
+  return false;
+#endif
+}
+
+void use_shared_factors_where_they_pay(WeightMatrix& w) {
+  if (!shared_factors_pay()) w.superblock = 0;
+}
+
 int64_t packed_superblock_groups(const WeightMatrix& w) { return w.superblock > 0 ? w.superblock / w.group_size : 0; }
 
 int64_t packed_group_bytes(const WeightMatrix& w) {

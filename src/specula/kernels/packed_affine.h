@@ -45,6 +45,14 @@ bool packable(const WeightMatrix& w);
 
 // Groups per shared-factor superblock; 0 when every group carries its own scales and biases.
 int64_t packed_superblock_groups(const WeightMatrix& w);
+// Whether the fast kernels of the active kernel set read shared factors at no cost: the AVX-512
+// VNNI ones do; the AVX2 ones ran K-quant matrices 25-40 % slower at 4-8 rows with them (GCC
+// spills their registers; docs/performance.md), so loaders there pack such matrices with
+// per-group parameters.
+bool shared_factors_pay();
+// Clears w's superblock where shared_factors_pay() says no, before it is packed.
+void use_shared_factors_where_they_pay(WeightMatrix& w);
+
 // Bytes of one group of one block (codes and parameters), of one block (headers included), of
 // the whole packed matrix; where group g starts in its block.
 int64_t packed_group_bytes(const WeightMatrix& w);

@@ -261,6 +261,7 @@ Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetMode
     // head's rows are gathered per step and packed then).
     std::vector<WeightMatrix*> fast = matrices();
     if (ck.centroid_head) std::erase(fast, &embed_tokens_);
+    for (WeightMatrix* w : fast) use_shared_factors_where_they_pay(*w);
     std::erase_if(fast, [](const WeightMatrix* w) { return !packable(*w) || !fast_matmul_supported(*w); });
     packed_ = pack_matrices(fast, pool);
   }
