@@ -1,5 +1,5 @@
-// The batched step's cost model (engine/step_cost.h): the slope it learns from steps of different
-// sizes, and the per-sequence share `--gamma auto` is fed.
+// The batched step's cost model (engine/step_cost.h): a cost per row count, trusted while fresh,
+// interpolated between fresh widths and extrapolated one row past the widest.
 #include <gtest/gtest.h>
 
 #include "specula/engine/step_cost.h"
@@ -7,70 +7,93 @@
 namespace specula {
 namespace {
 
-TEST(StepCost, EveryRowCostsItsShareUntilStepsDifferInSize) {
+TEST(StepCost, NothingIsKnownBeforeAStep) {
   StepCostModel m;
-  EXPECT_EQ(m.marginal_row_ms(), 0.0);
-  for (int i = 0; i < 20; ++i) m.record(4, 80.0);
-  EXPECT_NEAR(m.marginal_row_ms(), 20.0, 1e-9);
+  EXPECT_LT(m.ms(1), 0.0);
+  EXPECT_LT(m.ms(4), 0.0);
 }
 
-TEST(StepCost, LearnsTheSlopeOfALine) {
+TEST(StepCost, OneWidthIsItsOwnCostBelowAndOneRowPast) {
   StepCostModel m;
-  for (int i = 0; i < 60; ++i) {
-    const int64_t rows = 1 + i % 9;
-    m.record(rows, 60.0 + 5.0 * static_cast<double>(rows));
-  }
-  EXPECT_NEAR(m.marginal_row_ms(), 5.0, 1e-6);
+  m.record(4, 60.0);
+  EXPECT_EQ(m.ms(4), 60.0);
+  EXPECT_EQ(m.ms(1), 60.0) << "fewer rows never cost more";
+  EXPECT_EQ(m.ms(5), 60.0) << "one row past: tried once at the widest width's cost";
+  EXPECT_LT(m.ms(6), 0.0) << "two rows past: unknown";
 }
 
-TEST(StepCost, TheLastSlopeReadIsKeptWhileStepsAreOneSize) {
+TEST(StepCost, FollowsAKneeThatNoLineFits) {
   StepCostModel m;
-  for (int i = 0; i < 40; ++i) m.record(1 + i % 8, 60.0 + 2.0 * (1 + i % 8));
-  EXPECT_NEAR(m.marginal_row_ms(), 2.0, 1e-6);
-  for (int i = 0; i < 200; ++i) m.record(2, 64.0);  // then only 2-row steps: no new slope to read
-  EXPECT_NEAR(m.marginal_row_ms(), 2.0, 0.5);
-  EXPECT_FALSE(m.compute_bound());
+  const double knee[] = {0, 60, 61, 62, 64, 83, 98, 110, 128};  // flat to 4 rows, then ~16 ms a row
+  for (int i = 0; i < 40; ++i)
+    for (int rows = 1; rows <= 8; ++rows) m.record(rows, knee[rows]);
+  for (int rows = 1; rows <= 8; ++rows) EXPECT_NEAR(m.ms(rows), knee[rows], 1e-9) << rows;
+  EXPECT_NEAR(m.ms(9), 146.0, 1e-9) << "one past: the last slope (18 ms a row) added";
+  EXPECT_LT(m.ms(10), 0.0);
 }
 
-TEST(StepCost, SlopeIsClippedToTheMeanCostPerRow) {
+TEST(StepCost, BetweenFreshWidthsTheCheapestConvexCurve) {
   StepCostModel m;
-  m.record(1, 1.0);
-  m.record(10, 100.0);  // slope 11, above the ~9.2 ms a row costs on average
-  EXPECT_GT(m.marginal_row_ms(), 9.0);
-  EXPECT_LT(m.marginal_row_ms(), 9.5);
-  StepCostModel falling;
-  falling.record(1, 100.0);
-  falling.record(10, 10.0);
-  EXPECT_EQ(falling.marginal_row_ms(), 0.0);
+  m.record(1, 60.0);
+  m.record(2, 61.0);
+  m.record(8, 140.0);
+  m.record(9, 150.0);
+  EXPECT_NEAR(m.ms(3), 90.0, 1e-9) << "the 8-9 segment (10 ms a row) extended down";
+  EXPECT_NEAR(m.ms(7), 130.0, 1e-9);
+  StepCostModel flat_then_knee;
+  flat_then_knee.record(1, 60.0);
+  flat_then_knee.record(2, 61.0);
+  flat_then_knee.record(8, 140.0);
+  EXPECT_NEAR(flat_then_knee.ms(5), 64.0, 1e-9) << "nothing above 8: the 1-2 segment extended up";
+  EXPECT_NEAR(flat_then_knee.ms(9), 140.0 + 79.0 / 6.0, 1e-9) << "one past: the slope from 2 to 8";
 }
 
-TEST(StepCost, AloneTheShareIsTheStepUnderLoadTheFixedPartIsSplit) {
-  StepCostModel flat;
-  for (int i = 0; i < 30; ++i) flat.record(1 + i % 8, 70.0);  // memory-bound: rows are free
-  EXPECT_EQ(flat.share(70.0, 5, 1, 5), 70.0);
-  EXPECT_NEAR(flat.share(70.0, 8, 4, 1), 17.5, 1e-9);
-  EXPECT_NEAR(flat.share(70.0, 8, 4, 5), 17.5, 1e-9);  // a wider verify costs nothing more
-
-  StepCostModel steep;
-  for (int i = 0; i < 60; ++i) steep.record(4 + i % 20, 10.0 * (4 + i % 20));  // compute-bound
-  const double one = steep.share(200.0, 20, 8, 1);
-  const double five = steep.share(200.0, 20, 8, 5);
-  EXPECT_NEAR(five - one, 40.0, 1e-6);  // every extra row costs its multiply
-  EXPECT_NEAR(steep.share(200.0, 20, 4, 5) * 4, 200.0, 1e-6) << "four sequences of 5 rows: the shares add up";
+TEST(StepCost, BelowTheNarrowestFreshWidthItsSegmentExtendedDown) {
+  StepCostModel m;
+  m.record(8, 108.0);
+  m.record(9, 120.0);
+  EXPECT_NEAR(m.ms(4), 60.0, 1e-9);
+  EXPECT_GT(m.ms(1), 0.0) << "never free";
 }
 
-TEST(StepCost, ComputeBoundWhenAnExtraRowCostsHalfTheMeanOrMore) {
-  StepCostModel none;
-  EXPECT_FALSE(none.compute_bound());
-  StepCostModel flat;
-  for (int i = 0; i < 30; ++i) flat.record(1 + i % 8, 70.0 + 1.0 * (1 + i % 8));
-  EXPECT_FALSE(flat.compute_bound()) << "1 ms per row on a 70 ms step: memory-bound";
-  StepCostModel steep;
-  for (int i = 0; i < 30; ++i) steep.record(4 + i % 8, 20.0 + 20.0 * (4 + i % 8));
-  EXPECT_TRUE(steep.compute_bound());
-  StepCostModel one_size;
-  for (int i = 0; i < 30; ++i) one_size.record(8, 200.0);
-  EXPECT_TRUE(one_size.compute_bound()) << "no slope to read: every row is assumed to cost its share";
+TEST(StepCost, AFasterStepMovesTheEstimateMoreThanASlowerOne) {
+  StepCostModel down, up;
+  down.record(3, 100.0);
+  down.record(3, 50.0);
+  up.record(3, 100.0);
+  up.record(3, 150.0);
+  EXPECT_NEAR(down.ms(3), 70.0, 1e-9);
+  EXPECT_NEAR(up.ms(3), 115.0, 1e-9);
+  StepCostModel spike;
+  spike.record(3, 100.0);
+  spike.record(3, 10000.0);  // another process took the cores for one step
+  EXPECT_NEAR(spike.ms(3), 115.0, 1e-9) << "clipped to 1.5x the estimate before averaging";
+}
+
+TEST(StepCost, MoreRowsNeverCostLessThanFewer) {
+  StepCostModel m;
+  m.record(2, 90.0);  // a slow first step
+  m.record(4, 60.0);
+  EXPECT_EQ(m.ms(2), 60.0);
+  EXPECT_EQ(m.ms(3), 60.0);
+}
+
+TEST(StepCost, AWidthNotMeasuredForAWhileIsTriedAgain) {
+  StepCostModel m;
+  m.record(9, 150.0);  // one try past the usual 8 rows, found dear
+  for (int i = 0; i < StepCostModel::kFreshSteps - 1; ++i) m.record(8, 128.0);
+  EXPECT_NEAR(m.ms(9), 150.0, 1e-9);
+  m.record(8, 128.0);
+  EXPECT_EQ(m.ms(9), 128.0) << "stale: one row past the widest fresh width again";
+}
+
+TEST(StepCost, IgnoresStepsItCannotUse) {
+  StepCostModel m;
+  m.record(0, 10.0);
+  m.record(-3, 10.0);
+  m.record(2, -1.0);
+  m.record(1 << 20, 10.0);
+  EXPECT_LT(m.ms(1), 0.0);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "specula/engine/gamma_allocation.h"
 #include "specula/speculative/speculative_session.h"
 #include "specula/util/error.h"
 
@@ -20,8 +21,15 @@ using Clock = std::chrono::steady_clock;
 // so that an admitted generation always makes progress.
 constexpr int64_t kMinPrefillRows = 16;
 
-// Under the load cap, every this many steps one greedy `auto` sequence may draft again.
-constexpr int64_t kProbeEvery = 16;
+// A greedy `auto` sequence that the allocation left plain for this many rounds in a row is
+// weighed once as if its drafts were accepted kProbeAcceptance of the time (and at most one of
+// them), so that an acceptance that has risen since it last drafted can be noticed: it drafts
+// only where such a draft would pay.
+constexpr int64_t kProbeAfterPlainRounds = 16;
+constexpr double kProbeAcceptance = 0.9;
+
+// Weight of the newest batched drafter call in its cost estimate.
+constexpr double kDraftCostWeight = 0.3;
 
 // How far before the end of a prompt its snapshot can go back: chat templates open the assistant
 // turn differently in the generation prompt and in the history (Gemma 4's generation prompt ends
@@ -70,6 +78,7 @@ struct Scheduler::Job {
   std::exception_ptr error;
   ScheduledOutcome outcome;
   uint64_t kv_reserved = 0;  // bytes counted against the KV budget while it runs
+  int64_t plain_rounds = 0;  // scheduled gamma-0 rounds in a row
   bool done = false;
 };
 
@@ -308,17 +317,10 @@ void Scheduler::step(std::vector<Job*>& active) {
     return;
   }
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  step_cost_.record(plan.rows(), ms);
-  set_load_caps(plan);
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     Job* j = plan.jobs[i];
-    // A decoding sequence's share of the step is what `--gamma auto` weighs its widths by; a
-    // prompt chunk beside it is another sequence's work, not a cost of its round.
-    const auto own_rows = static_cast<int64_t>(plan.batch[i].tokens.size());
-    const auto sequences = static_cast<int64_t>(plan.jobs.size());
-    const double cost = j->session->prefilling() ? ms : step_cost_.share(ms, plan.rows(), sequences, own_rows);
     try {
-      j->session->complete_step(outs[i], cost);
+      j->session->complete_step(outs[i], ms);
       const TargetCache& cache = j->slot->cache;
       if (plan.prefill[i] && !j->session->prefilling() && takes_prompt_end_snapshot(*j, *j->slot) &&
           cache.offset() == static_cast<int64_t>(j->generation.prompt.size()))
@@ -328,6 +330,10 @@ void Scheduler::step(std::vector<Job*>& active) {
     }
     j->slot->held = j->slot->cache.offset();
   }
+  // What a step of this many rows costs the batch: the forward and what each sequence does with
+  // its rows (accepting, rolling back, emitting), which grows with the rows too.
+  const double step_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  step_cost_.record(plan.rows(), step_ms);
 }
 
 int64_t Scheduler::StepPlan::rows() const {
@@ -354,15 +360,17 @@ Scheduler::StepPlan Scheduler::plan_step(std::vector<Job*>& active) {
     }
   };
   std::vector<Job*> decoding;
+  bool prompt_waits = false;
   for (Job* j : active) {
-    if (j->session->finished() || j->session->prefilling()) continue;
-    try {
-      j->session->begin_round();
+    if (j->session->finished()) continue;
+    if (j->session->prefilling()) {
+      prompt_waits = true;
+    } else {
       decoding.push_back(j);
-    } catch (...) {
-      j->error = std::current_exception();
     }
   }
+  begin_rounds(decoding, prompt_waits);
+  std::erase_if(decoding, [](const Job* j) { return static_cast<bool>(j->error); });
   draft_together(decoding);
   int64_t decode_rows = 0;
   for (Job* j : decoding)
@@ -406,8 +414,9 @@ void Scheduler::draft_together(std::vector<Job*>& decoding) {
       for (Job* j : jobs) j->error = std::current_exception();
       continue;
     }
-    const double share =
-        std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / static_cast<double>(jobs.size());
+    const double call_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    draft_step_ms_ = draft_step_ms_ < 0 ? call_ms : draft_step_ms_ + kDraftCostWeight * (call_ms - draft_step_ms_);
+    const double share = call_ms / static_cast<double>(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
       try {
         jobs[i]->session->add_draft(std::move(steps[i]), share);
@@ -418,20 +427,47 @@ void Scheduler::draft_together(std::vector<Job*>& decoding) {
   }
 }
 
-// Several sequences (decoding or prefilling) in compute-bound steps: a draft row costs what a
-// decoded or prompt row costs, so greedy `auto` sequences stop drafting — all but one, in turn,
-// every kProbeEvery steps, whose extra rows show the cost model whether rows have become cheap
-// again (steps of one size show no slope).
-void Scheduler::set_load_caps(const StepPlan& plan) {
-  const int64_t decoding = plan.decoding();
-  const bool capped = plan.jobs.size() > 1 && decoding > 0 && step_cost_.compute_bound();
-  int64_t prober = -1;  // the decoding sequence (in step order) that may draft next round
-  if (capped && ++capped_steps_ % kProbeEvery == 0) prober = (capped_steps_ / kProbeEvery) % decoding;
-  int64_t index = 0;
-  for (size_t i = 0; i < plan.jobs.size(); ++i) {
-    if (plan.prefill[i]) continue;
-    plan.jobs[i]->session->set_load_cap(capped && index != prober ? 0 : INT64_MAX);
-    ++index;
+// Starts the round of every decoding sequence. Alone, a sequence sizes its rounds itself. Beside
+// others, the greedy `auto` ones get their gammas from one allocation over the step
+// (engine/gamma_allocation.h), around the rows the other sequences' rounds add; beside a prompt
+// chunk they decode plainly (the step is compute-bound, and a draft row would delay the prompt).
+void Scheduler::begin_rounds(std::vector<Job*>& decoding, bool prompt_waits) {
+  const bool shared = decoding.size() + (prompt_waits ? 1 : 0) > 1;
+  StepLoad load;
+  load.draft_step_ms = draft_step_ms_;
+  std::vector<Job*> scheduled;
+  std::vector<GammaCandidate> candidates;
+  for (Job* j : decoding) {
+    SpeculativeSession& s = *j->session;
+    if (shared && s.gamma_follows_load()) {
+      const bool probe = j->plain_rounds >= kProbeAfterPlainRounds;
+      scheduled.push_back(j);
+      candidates.push_back({probe ? std::max(s.acceptance(), kProbeAcceptance) : s.acceptance(),
+                            probe ? std::min<int64_t>(s.gamma_room(), 1) : s.gamma_room(), s.uses_drafter()});
+      continue;
+    }
+    try {
+      s.set_scheduled_gamma(-1);
+      s.begin_round();
+      load.other_rows += s.round_gamma() + 1;
+      load.other_tokens += expected_round_tokens(s.acceptance(), s.round_gamma());
+      if (s.uses_drafter()) load.other_draft_steps = std::max(load.other_draft_steps, s.round_gamma());
+    } catch (...) {
+      j->error = std::current_exception();
+    }
+  }
+  if (scheduled.empty()) return;
+  std::vector<int64_t> gammas(scheduled.size(), 0);
+  if (!prompt_waits) gammas = allocate_gammas(candidates, load, step_cost_);
+  for (size_t i = 0; i < scheduled.size(); ++i) {
+    Job* j = scheduled[i];
+    j->plain_rounds = gammas[i] > 0 ? 0 : j->plain_rounds + 1;
+    try {
+      j->session->set_scheduled_gamma(gammas[i]);
+      j->session->begin_round();
+    } catch (...) {
+      j->error = std::current_exception();
+    }
   }
 }
 

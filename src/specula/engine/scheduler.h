@@ -24,10 +24,12 @@
 // Drafting: every decoding sequence's draft step k runs in one batched drafter call
 // (model/drafter.h step_batch), so the drafter's weights stream once per step for all of them.
 //
-// `--gamma auto` under load: each decoding sequence's rounds are priced at its share of the step
-// (engine/step_cost.h), and while several sequences share compute-bound steps greedy `auto`
-// sequences do not draft at all; a lone stream behaves as without batching. Sampled generations
-// choose gamma from acceptance alone, as always (their text must not depend on timings).
+// `--gamma auto` under load: while several sequences share the steps, the greedy `auto` ones get
+// their gammas from one allocation that maximizes the step's expected tokens per ms, priced by
+// the measured cost of a step by its row count (engine/gamma_allocation.h, engine/step_cost.h):
+// every sequence drafts while extra rows are nearly free, and speculation shrinks or stops once
+// rows cost their multiply. A lone stream sizes its rounds itself, as without batching. Sampled
+// generations choose gamma from acceptance alone, as always (their text must not depend on timings).
 //
 // Callbacks of a generation (SpeculativeOptions on_emit / on_step, on_token) run on the
 // scheduler's thread, between steps.
@@ -122,7 +124,7 @@ class Scheduler {
   void step(std::vector<Job*>& active);
   StepPlan plan_step(std::vector<Job*>& active);
   void draft_together(std::vector<Job*>& decoding);
-  void set_load_caps(const StepPlan& plan);
+  void begin_rounds(std::vector<Job*>& decoding, bool prompt_waits);
   void finish(Job& job);
   void fail(Job& job, std::exception_ptr error);
 
@@ -132,8 +134,8 @@ class Scheduler {
   int64_t step_rows_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
   ForwardScratch scratch_;
-  StepCostModel step_cost_;   // the loop's only, as is the count below
-  int64_t capped_steps_ = 0;  // steps under the load cap so far
+  StepCostModel step_cost_;     // the loop's only, as is the estimate below
+  double draft_step_ms_ = -1.0;  // one batched drafter call; < 0 = none measured yet
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;  // the loop: new work or stopping

@@ -4,40 +4,75 @@
 
 namespace specula {
 
+namespace {
+constexpr double kEmaUp = 0.3;        // weight of a measurement above the estimate ...
+constexpr double kEmaDown = 0.6;      // ... and below it (noise here only slows)
+constexpr double kOutlierClip = 1.5;  // a step counts as at most this times its width's estimate
+constexpr int64_t kMaxRows = 4096;    // wider steps (whole prompt chunks) are not recorded
+}  // namespace
+
 void StepCostModel::record(int64_t rows, double ms) {
-  const double x = static_cast<double>(rows);
-  w_ = w_ * kDecay + 1.0;
-  sx_ = sx_ * kDecay + x;
-  sy_ = sy_ * kDecay + ms;
-  sxx_ = sxx_ * kDecay + x * x;
-  sxy_ = sxy_ * kDecay + x * ms;
-  const double mx = sx_ / w_;
-  const double var = sxx_ / w_ - mx * mx;
-  if (var >= kMinVariance) {
-    const double mean_per_row = mx > 0 ? (sy_ / w_) / mx : 0.0;
-    slope_ = std::clamp((sxy_ / w_ - mx * (sy_ / w_)) / var, 0.0, mean_per_row);
+  ++steps_;
+  if (rows < 1 || rows > kMaxRows || !(ms >= 0)) return;
+  if (static_cast<int64_t>(widths_.size()) <= rows) widths_.resize(static_cast<size_t>(rows) + 1);
+  Width& w = widths_[static_cast<size_t>(rows)];
+  if (w.ms < 0) {
+    w.ms = ms;
+  } else {
+    const double v = std::min(ms, kOutlierClip * w.ms);
+    w.ms += (v < w.ms ? kEmaDown : kEmaUp) * (v - w.ms);
   }
+  w.measured_at = steps_;
 }
 
-double StepCostModel::marginal_row_ms() const {
-  if (w_ <= 0 || sx_ <= 0) return 0.0;
-  // Steps of (almost) one size show no slope: keep the last one read from steps that differed,
-  // else assume every row costs its share, so that rows must prove themselves cheap first.
-  const double mean_per_row = sy_ / sx_;
-  return slope_ >= 0 ? std::min(slope_, mean_per_row) : mean_per_row;
+bool StepCostModel::fresh(int64_t rows) const {
+  if (rows < 1 || rows >= static_cast<int64_t>(widths_.size())) return false;
+  const Width& w = widths_[static_cast<size_t>(rows)];
+  return w.ms >= 0 && steps_ - w.measured_at < kFreshSteps;
 }
 
-bool StepCostModel::compute_bound() const {
-  if (w_ <= 0 || sx_ <= 0) return false;
-  const double mean_per_row = sy_ / sx_;
-  return marginal_row_ms() >= 0.5 * mean_per_row;
+double StepCostModel::fresh_ms(int64_t rows) const {
+  double v = widths_[static_cast<size_t>(rows)].ms;
+  for (int64_t r = rows + 1; r < static_cast<int64_t>(widths_.size()); ++r)
+    if (fresh(r)) v = std::min(v, widths_[static_cast<size_t>(r)].ms);
+  return v;
 }
 
-double StepCostModel::share(double step_ms, int64_t rows, int64_t sequences, int64_t own_rows) const {
-  if (sequences <= 1) return step_ms;
-  const double slope = std::min(marginal_row_ms(), step_ms / static_cast<double>(std::max<int64_t>(rows, 1)));
-  const double fixed = step_ms - slope * static_cast<double>(rows);
-  return fixed / static_cast<double>(sequences) + slope * static_cast<double>(own_rows);
+double StepCostModel::slope(int64_t from, int64_t to) const {
+  if (from < 1 || to < 1) return 0.0;
+  return std::max(0.0, (fresh_ms(to) - fresh_ms(from)) / static_cast<double>(to - from));
+}
+
+int64_t StepCostModel::fresh_below(int64_t rows) const {
+  for (int64_t r = std::min(rows, static_cast<int64_t>(widths_.size())) - 1; r >= 1; --r)
+    if (fresh(r)) return r;
+  return -1;
+}
+
+int64_t StepCostModel::fresh_above(int64_t rows) const {
+  for (int64_t r = rows + 1; r < static_cast<int64_t>(widths_.size()); ++r)
+    if (fresh(r)) return r;
+  return -1;
+}
+
+double StepCostModel::ms(int64_t rows) const {
+  if (rows < 1) return -1.0;
+  if (fresh(rows)) return fresh_ms(rows);
+  const int64_t lo = fresh_below(rows), hi = fresh_above(rows);
+  if (lo < 0 && hi < 0) return -1.0;
+  if (hi < 0) {  // one row past the widest fresh width at most
+    if (rows > lo + 1) return -1.0;
+    return fresh_ms(lo) + slope(fresh_below(lo), lo);
+  }
+  // The cheapest convex curve through the fresh widths: the segments next to the gap, extended
+  // into it (a line between lo and hi would price the near side of a knee as dear as its far side).
+  // Below the narrowest fresh width, with nothing to extend, fewer rows cost the same.
+  double estimate = lo > 0 ? fresh_ms(lo) + slope(fresh_below(lo), lo) * static_cast<double>(rows - lo) : 0.0;
+  if (const int64_t next = fresh_above(hi); next > 0)
+    estimate = std::max(estimate, fresh_ms(hi) - slope(hi, next) * static_cast<double>(hi - rows));
+  else if (lo < 0)
+    estimate = fresh_ms(hi);
+  return std::clamp(estimate, lo > 0 ? fresh_ms(lo) : 1e-6, fresh_ms(hi));
 }
 
 }  // namespace specula

@@ -1,40 +1,47 @@
 #pragma once
-// What one more row costs in a batched step, learned from the steps themselves: a least-squares
-// line through (rows, ms) of recent steps, older steps weighing less (0.95 per step). On a CPU a
-// step of a few rows is bound by reading the weights (the line is flat: more rows cost almost
-// nothing) and a step of many rows by multiplying (the line rises): the slope tells which.
+// What a batched target step costs by its row count, learned from the steps themselves.
 //
-// The scheduler turns it into each sequence's share of a step for `--gamma auto`:
-//     share_i = (step_ms - slope * rows) / sequences + slope * rows_i,
-// the step's fixed part split evenly plus what the sequence's own rows add (the shares add up to
-// the step). Alone, share is the
-// step's time (so a lone stream behaves as without batching); under load the widths that add
-// little (memory-bound steps) stay cheap, and once steps are compute-bound every draft row costs
-// its multiply, so speculation shrinks. The scheduler also stops greedy `auto` drafting outright
-// while several sequences share compute-bound steps (compute_bound()): there a rejected draft row
-// costs as much as a decoded one, so drafting cannot pay.
+// On a CPU the curve has a knee: a step of a few rows is bound by reading the weights (more rows
+// cost almost nothing), past some width it is bound by multiplying (each row adds its multiply).
+// Where the knee sits depends on the machine, the model and the precision, so no line fits it:
+// the model keeps a cost per row count instead (the same one-sided averages as `--gamma auto`'s
+// verify costs, speculative/gamma_policy.h: noise on a shared machine only slows steps).
+//
+// An estimate is trusted only while it is fresh (measured within the last kFreshSteps steps), so a
+// width the scheduler stopped using is re-measured once conditions may have changed. Other widths
+// are priced optimistically, so that they get tried and so measured: the cheapest convex curve
+// (flat, then rising ever faster) through the fresh widths. Between two fresh widths that is the
+// neighbouring segments extended into the gap; below the narrowest fresh width, its segment
+// extended down (or its cost, if it is the only one); one row past the widest fresh width, that
+// width's cost plus the last slope seen (flat when only one width is fresh). Further out nothing is
+// known.
 #include <cstdint>
+#include <vector>
 
 namespace specula {
 
 class StepCostModel {
  public:
+  // Steps measured within this many steps count as fresh.
+  static constexpr int64_t kFreshSteps = 64;
+
   void record(int64_t rows, double ms);
-  // ms per extra row, in [0, the mean ms per row]: the slope last read while the steps differed in
-  // size (kept while they are all one size), the mean itself before that (0 before any step).
-  double marginal_row_ms() const;
-  // A sequence's share of a step of `step_ms` and `rows` rows over `sequences` sequences (>= 1),
-  // of which it fed `own_rows`.
-  double share(double step_ms, int64_t rows, int64_t sequences, int64_t own_rows) const;
-  // Whether an extra row costs at least half what a row costs on average: the steps are bound by
-  // multiplying, and a draft row the target rejects costs as much as a decoded one.
-  bool compute_bound() const;
+  // Estimated ms of a step of `rows` rows (>= 1); < 0 when nothing is known that far out.
+  double ms(int64_t rows) const;
 
  private:
-  static constexpr double kDecay = 0.95;
-  static constexpr double kMinVariance = 0.1;           // of the row counts, to read a slope
-  double w_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;  // decayed weight and sums of x, y, x^2, xy
-  double slope_ = -1;                                   // the last slope read; < 0: none yet
+  struct Width {
+    double ms = -1.0;           // estimate; < 0 = never measured
+    int64_t measured_at = -1;  // step index of the last measurement
+  };
+  bool fresh(int64_t rows) const;
+  double fresh_ms(int64_t rows) const;  // a fresh width's estimate, never above a wider fresh one's
+  int64_t fresh_below(int64_t rows) const;  // the nearest fresh width below; -1 if none
+  int64_t fresh_above(int64_t rows) const;  // the nearest fresh width above; -1 if none
+  double slope(int64_t from, int64_t to) const;  // ms per row between two fresh widths (0 if from < 1)
+
+  std::vector<Width> widths_;  // by row count
+  int64_t steps_ = 0;
 };
 
 }  // namespace specula

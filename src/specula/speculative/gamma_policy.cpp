@@ -117,9 +117,18 @@ int64_t AutoGamma::choose() {
   return best;
 }
 
-void AutoGamma::record(int64_t gamma, int64_t accepted, double draft_ms, double verify_ms) {
+void AutoGamma::record_acceptance(int64_t gamma, int64_t accepted) {
   if (gamma < 0 || gamma > max_gamma_ || accepted < 0 || accepted > gamma)
     fail("auto gamma: invalid round (gamma {}, accepted {}, max gamma {})", gamma, accepted, max_gamma_);
+  if (gamma == 0) return;
+  // Older rounds count for less (~50 rounds of memory, the prior included), so a change in
+  // acceptance partway through a reply (a code block after prose, say) is followed.
+  successes_ = kAcceptanceDecay * successes_ + static_cast<double>(accepted);
+  failures_ = kAcceptanceDecay * failures_ + (accepted < gamma ? 1.0 : 0.0);
+}
+
+void AutoGamma::record(int64_t gamma, int64_t accepted, double draft_ms, double verify_ms) {
+  record_acceptance(gamma, accepted);
   // A verify far above its width's estimate is mostly another process taking the cores: clipped,
   // so that one slow step does not price a width out for good (it would never be tried again);
   // a lasting slowdown still gets through, a little each round.
@@ -129,13 +138,7 @@ void AutoGamma::record(int64_t gamma, int64_t accepted, double draft_ms, double 
     probing_ = false;
     probe_interval_ = accepted > 0 ? kProbeAfterZeros : std::min(2 * probe_interval_, kMaxProbeInterval);
   }
-  if (gamma > 0) {
-    draft_ms_ = cost_ema(draft_ms_, draft_ms / static_cast<double>(gamma));
-    // Older rounds count for less (~50 rounds of memory, the prior included), so a change in
-    // acceptance partway through a reply (a code block after prose, say) is followed.
-    successes_ = kAcceptanceDecay * successes_ + static_cast<double>(accepted);
-    failures_ = kAcceptanceDecay * failures_ + (accepted < gamma ? 1.0 : 0.0);
-  }
+  if (gamma > 0) draft_ms_ = cost_ema(draft_ms_, draft_ms / static_cast<double>(gamma));
 }
 
 }  // namespace specula

@@ -35,6 +35,8 @@ class AutoGamma {
   int64_t choose();
   // One finished round: its gamma, the matching-prefix length, and the measured times.
   void record(int64_t gamma, int64_t accepted, double draft_ms, double verify_ms);
+  // A round whose gamma was chosen elsewhere: its acceptance evidence only.
+  void record_acceptance(int64_t gamma, int64_t accepted);
 
   double acceptance() const;
   // The estimated tokens per millisecond of a round of `gamma` drafts (0 if costs are unknown).

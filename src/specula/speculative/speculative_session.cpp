@@ -109,12 +109,20 @@ SequenceRows SpeculativeSession::next_step(int64_t max_prefill_rows, ThreadPool&
   return verify_rows();
 }
 
+int64_t SpeculativeSession::gamma_room() const {
+  return std::max<int64_t>(0, std::min(max_gamma_, model_.max_context() - cache_.offset() - 1));
+}
+
 void SpeculativeSession::begin_round() {
   if (phase_ != Phase::Decode) fail("speculative: begin_round() outside decoding");
   if (drafting_) fail("speculative: begin_round() while a round is being drafted");
-  int64_t gamma = options_.gamma.automatic ? policy_.choose() : options_.gamma.fixed;
-  // The scheduler's load cap applies to greedy `auto` only (sampled gamma must not follow timings).
-  if (options_.gamma.automatic && greedy_) gamma = std::min(gamma, load_cap_);
+  round_scheduled_ = gamma_follows_load() && scheduled_gamma_ >= 0;
+  int64_t gamma = options_.gamma.fixed;
+  if (round_scheduled_) {
+    gamma = std::min(scheduled_gamma_, max_gamma_);
+  } else if (options_.gamma.automatic) {
+    gamma = policy_.choose();
+  }
   round_gamma_ = std::min(gamma, model_.max_context() - cache_.offset() - 1);
   drafting_ = true;
   drafts_.clear();
@@ -271,15 +279,16 @@ void SpeculativeSession::finish_round(const ForwardOutput& out, double verify_ms
   st.gamma_histogram[round_gamma] += 1;
   st.draft_ms += draft_ms_;
   st.verify_ms += verify_ms;
-  if (options_.gamma.automatic && round_gamma <= max_gamma_) {
-    if (greedy_) {
-      policy_.record(round_gamma, a, draft_ms_, verify_ms);
-    } else {
-      // Sampled tokens depend on the gamma sequence: choose it from acceptance alone (nominal
-      // costs) so that a seed reproduces the same text on every run and machine.
-      policy_.record(round_gamma, a, kNominalDraftStepCost * static_cast<double>(round_gamma),
-                     1.0 + kNominalVerifyRowCost * static_cast<double>(round_gamma));
-    }
+  if (!options_.gamma.automatic || round_scheduled_) {
+    // Fixed or scheduled gamma: only the acceptance is this session's (a scheduler weighs it).
+    policy_.record_acceptance(round_gamma, a);
+  } else if (greedy_) {
+    policy_.record(round_gamma, a, draft_ms_, verify_ms);
+  } else {
+    // Sampled tokens depend on the gamma sequence: choose it from acceptance alone (nominal
+    // costs) so that a seed reproduces the same text on every run and machine.
+    policy_.record(round_gamma, a, kNominalDraftStepCost * static_cast<double>(round_gamma),
+                   1.0 + kNominalVerifyRowCost * static_cast<double>(round_gamma));
   }
   if (options_.trace) res_.rounds.push_back(SpecRound{drafts_, a, draft_ms_, verify_ms});
   if (use_drafter_)

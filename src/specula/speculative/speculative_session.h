@@ -70,9 +70,19 @@ class SpeculativeSession {
   void complete_step(const ForwardOutput& out, double step_ms);
   // Ends the session now (e.g. the request was cancelled between steps): stop_reason "callback".
   void stop();
-  // The largest gamma a greedy `--gamma auto` round may use from now on (the scheduler lowers it
-  // while its steps are compute-bound); sampled and fixed-gamma sessions ignore it.
-  void set_load_cap(int64_t cap) { load_cap_ = cap; }
+  // Whether a scheduler sizes this session's rounds while other sequences share its steps
+  // (greedy `--gamma auto`; engine/gamma_allocation.h). Sampled rounds never follow timings.
+  bool gamma_follows_load() const { return options_.gamma.automatic && greedy_; }
+  // The gamma of the next round (begin_round), or -1 for the session's own choice; only
+  // gamma_follows_load() sessions take it.
+  void set_scheduled_gamma(int64_t gamma) { scheduled_gamma_ = gamma; }
+  // The most drafts the next round may ask for (gamma bound and context).
+  int64_t gamma_room() const;
+  // Drafts the current round asks for (after begin_round).
+  int64_t round_gamma() const { return round_gamma_; }
+  // The estimated probability that a draft is accepted, given the previous one was.
+  double acceptance() const { return policy_.acceptance(); }
+  bool uses_drafter() const { return use_drafter_; }
 
   const SpeculativeResult& result() const { return res_; }
   SpeculativeResult take_result() { return std::move(res_); }
@@ -128,7 +138,8 @@ class SpeculativeSession {
   std::vector<int32_t> history_;
   std::vector<int32_t> step_tokens_;
   double draft_ms_ = 0.0;  // the current round's drafting time
-  int64_t load_cap_ = INT64_MAX;
+  int64_t scheduled_gamma_ = -1;  // set_scheduled_gamma()
+  bool round_scheduled_ = false;  // the current round's gamma came from the scheduler
   std::chrono::steady_clock::time_point decode_start_;
   std::unique_ptr<grammar::TokenMasker> masker_;          // null when unconstrained
   std::optional<grammar::GrammarMatcher> grammar_state_;  // after every emitted token
