@@ -66,8 +66,8 @@ TEST(GammaAllocation, AFlatCurveLetsEveryStreamDraftDeep) {
     for (int64_t rows = 1; rows <= 40; ++rows) flat.record(rows, 60.0);
   StepLoad load;
   load.draft_step_ms = 2.0;
-  const auto g = allocate_gammas(streams(4, 0.8, 6), load, flat);
-  EXPECT_EQ(g, (std::vector<int64_t>{6, 6, 6, 6}))
+  const auto g = allocate_gammas(streams(4, 0.8, 4), load, flat);
+  EXPECT_EQ(g, (std::vector<int64_t>{4, 4, 4, 4}))
       << "a sixth draft position pays only when all four draft it (one drafter call serves them)";
 }
 
@@ -103,6 +103,21 @@ TEST(GammaAllocation, ADrafterCallThatCostsMoreThanItGainsIsNotMade) {
   std::vector<GammaCandidate> lookup = {{0.7, 8, false}, {0.7, 8, false}};
   EXPECT_EQ(allocate_gammas(lookup, load, knee_at_four()), (std::vector<int64_t>{1, 1}))
       << "prompt lookup proposes for free";
+}
+
+TEST(GammaAllocation, AGainWithinTheNoiseMarginIsNotTaken) {
+  auto curve = [](double three_rows_ms) {
+    StepCostModel m;
+    m.record(2, 100.0);
+    m.record(3, three_rows_ms);
+    return m;
+  };
+  StepLoad beside_one_plain;  // another sequence decodes plainly; the drafter costs nothing here
+  beside_one_plain.other_rows = 1;
+  beside_one_plain.other_tokens = 1.0;
+  // Two plain rows: 2 tokens per 100 ms. One draft at acceptance 0.5: 2.5 tokens per step of 3 rows.
+  EXPECT_EQ(total(allocate_gammas(streams(1, 0.5, 1), beside_one_plain, curve(121.0))), 0) << "+3 %: within the margin";
+  EXPECT_EQ(total(allocate_gammas(streams(1, 0.5, 1), beside_one_plain, curve(115.0))), 1) << "+8.7 %";
 }
 
 }  // namespace

@@ -20,16 +20,16 @@
 namespace specula {
 
 struct GammaCandidate {
-  double acceptance = 0.5;      // per-draft acceptance estimate, in [0, 1]
-  int64_t max_gamma = 0;        // the most drafts it may get this round
-  bool uses_drafter = true;     // false: drafts cost nothing to propose (prompt lookup)
+  double acceptance = 0.5;   // per-draft acceptance estimate, in [0, 1]
+  int64_t max_gamma = 0;     // the most drafts it may get this round
+  bool uses_drafter = true;  // false: drafts cost nothing to propose (prompt lookup)
 };
 
 struct StepLoad {
-  int64_t other_rows = 0;       // rows of the step's other sequences
-  double other_tokens = 0.0;    // tokens they are expected to yield
+  int64_t other_rows = 0;         // rows of the step's other sequences
+  double other_tokens = 0.0;      // tokens they are expected to yield
   int64_t other_draft_steps = 0;  // drafter calls they need anyway
-  double draft_step_ms = 0.0;   // one batched drafter call
+  double draft_step_ms = 0.0;     // one batched drafter call
 };
 
 // The gamma of each candidate (same order).

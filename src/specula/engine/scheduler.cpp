@@ -21,11 +21,13 @@ using Clock = std::chrono::steady_clock;
 // so that an admitted generation always makes progress.
 constexpr int64_t kMinPrefillRows = 16;
 
-// A greedy `auto` sequence that the allocation left plain for this many rounds in a row is
-// weighed once as if its drafts were accepted kProbeAcceptance of the time (and at most one of
-// them), so that an acceptance that has risen since it last drafted can be noticed: it drafts
-// only where such a draft would pay.
+// A greedy `auto` sequence that the allocation left plain for a run of rounds is weighed once as
+// if its drafts were accepted kProbeAcceptance of the time (and at most one of them), so that an
+// acceptance that has risen since it last drafted can be noticed: it drafts only where such a
+// draft would pay. One sequence per step at most; the run doubles after each probe (up to
+// kMaxProbeAfter), and starts over once the sequence drafts on its own estimate.
 constexpr int64_t kProbeAfterPlainRounds = 16;
+constexpr int64_t kMaxProbeAfter = 256;
 constexpr double kProbeAcceptance = 0.9;
 
 // Weight of the newest batched drafter call in its cost estimate.
@@ -77,8 +79,9 @@ struct Scheduler::Job {
   int64_t keep = 0;
   std::exception_ptr error;
   ScheduledOutcome outcome;
-  uint64_t kv_reserved = 0;  // bytes counted against the KV budget while it runs
-  int64_t plain_rounds = 0;  // scheduled gamma-0 rounds in a row
+  uint64_t kv_reserved = 0;                      // bytes counted against the KV budget while it runs
+  int64_t plain_rounds = 0;                      // scheduled gamma-0 rounds in a row
+  int64_t probe_after = kProbeAfterPlainRounds;  // ... before the next probe
   bool done = false;
 };
 
@@ -437,10 +440,15 @@ void Scheduler::begin_rounds(std::vector<Job*>& decoding, bool prompt_waits) {
   load.draft_step_ms = draft_step_ms_;
   std::vector<Job*> scheduled;
   std::vector<GammaCandidate> candidates;
+  const Job* prober = nullptr;  // the sequence plain for longest past its probe interval
+  for (Job* j : decoding)
+    if (shared && j->session->gamma_follows_load() && j->plain_rounds >= j->probe_after &&
+        (prober == nullptr || j->plain_rounds > prober->plain_rounds))
+      prober = j;
   for (Job* j : decoding) {
     SpeculativeSession& s = *j->session;
     if (shared && s.gamma_follows_load()) {
-      const bool probe = j->plain_rounds >= kProbeAfterPlainRounds;
+      const bool probe = j == prober;
       scheduled.push_back(j);
       candidates.push_back({probe ? std::max(s.acceptance(), kProbeAcceptance) : s.acceptance(),
                             probe ? std::min<int64_t>(s.gamma_room(), 1) : s.gamma_room(), s.uses_drafter()});
@@ -461,7 +469,12 @@ void Scheduler::begin_rounds(std::vector<Job*>& decoding, bool prompt_waits) {
   if (!prompt_waits) gammas = allocate_gammas(candidates, load, step_cost_);
   for (size_t i = 0; i < scheduled.size(); ++i) {
     Job* j = scheduled[i];
-    j->plain_rounds = gammas[i] > 0 ? 0 : j->plain_rounds + 1;
+    if (gammas[i] > 0) {
+      j->probe_after = j == prober ? std::min(2 * j->probe_after, kMaxProbeAfter) : kProbeAfterPlainRounds;
+      j->plain_rounds = 0;
+    } else {
+      ++j->plain_rounds;
+    }
     try {
       j->session->set_scheduled_gamma(gammas[i]);
       j->session->begin_round();

@@ -134,7 +134,7 @@ class Scheduler {
   int64_t step_rows_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
   ForwardScratch scratch_;
-  StepCostModel step_cost_;     // the loop's only, as is the estimate below
+  StepCostModel step_cost_;      // the loop's only, as is the estimate below
   double draft_step_ms_ = -1.0;  // one batched drafter call; < 0 = none measured yet
 
   mutable std::mutex mutex_;

@@ -31,13 +31,13 @@ class StepCostModel {
 
  private:
   struct Width {
-    double ms = -1.0;           // estimate; < 0 = never measured
+    double ms = -1.0;          // estimate; < 0 = never measured
     int64_t measured_at = -1;  // step index of the last measurement
   };
   bool fresh(int64_t rows) const;
-  double fresh_ms(int64_t rows) const;  // a fresh width's estimate, never above a wider fresh one's
-  int64_t fresh_below(int64_t rows) const;  // the nearest fresh width below; -1 if none
-  int64_t fresh_above(int64_t rows) const;  // the nearest fresh width above; -1 if none
+  double fresh_ms(int64_t rows) const;           // a fresh width's estimate, never above a wider fresh one's
+  int64_t fresh_below(int64_t rows) const;       // the nearest fresh width below; -1 if none
+  int64_t fresh_above(int64_t rows) const;       // the nearest fresh width above; -1 if none
   double slope(int64_t from, int64_t to) const;  // ms per row between two fresh widths (0 if from < 1)
 
   std::vector<Width> widths_;  // by row count

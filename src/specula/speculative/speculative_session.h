@@ -137,7 +137,7 @@ class SpeculativeSession {
   std::vector<TokenDistribution> qs_;
   std::vector<int32_t> history_;
   std::vector<int32_t> step_tokens_;
-  double draft_ms_ = 0.0;  // the current round's drafting time
+  double draft_ms_ = 0.0;         // the current round's drafting time
   int64_t scheduled_gamma_ = -1;  // set_scheduled_gamma()
   bool round_scheduled_ = false;  // the current round's gamma came from the scheduler
   std::chrono::steady_clock::time_point decode_start_;
