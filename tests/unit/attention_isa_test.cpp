@@ -11,7 +11,6 @@
 
 #include "specula/kernels/attention.h"
 #include "specula/kernels/isa.h"
-#include "specula/util/half.h"
 
 namespace specula {
 namespace {
@@ -53,61 +52,29 @@ struct Store {
   }
 };
 
-// The same store's rows rounded to bf16 (`bf16`: stored as bf16; `widened`: the rounded values as f32).
-struct Bf16Stores {
-  std::vector<std::vector<uint16_t>> k, v;
+// The same store's rows in another KV type (`stored`: kept as `type`; `widened`: the stored values
+// turned back into f32, the reference's input). q8 needs head dims that are multiples of 32.
+struct TypedStores {
+  std::vector<std::vector<std::byte>> k, v;
   std::vector<std::vector<float>> wk, wv;
   std::vector<const void*> kp, vp, wkp, wvp;
-  KvStoreView bf16, widened;
+  KvStoreView stored, widened;
 
-  explicit Bf16Stores(const Store& st) : bf16(st.view), widened(st.view) {
-    auto round = [](const std::vector<float>& in, std::vector<uint16_t>& out, std::vector<float>& wide) {
-      for (float x : in) {
-        out.push_back(f32_to_bf16(x));
-        wide.push_back(bf16_to_f32(out.back()));
-      }
-    };
-    for (size_t b = 0; b < st.k.size(); ++b) {
-      round(st.k[b], k.emplace_back(), wk.emplace_back());
-      round(st.v[b], v.emplace_back(), wv.emplace_back());
-    }
-    for (size_t b = 0; b < k.size(); ++b) {
-      kp.push_back(k[b].data());
-      vp.push_back(v[b].data());
-      wkp.push_back(wk[b].data());
-      wvp.push_back(wv[b].data());
-    }
-    bf16.k_blocks = kp.data();
-    bf16.v_blocks = vp.data();
-    bf16.type = KvType::Bf16;
-    widened.k_blocks = wkp.data();
-    widened.v_blocks = wvp.data();
-  }
-};
-
-// The same store's rows quantized to q8 (`q8`: stored as q8; `widened`: the dequantized values as
-// f32). Head dims that are multiples of 32 only.
-struct Q8Stores {
-  std::vector<std::vector<uint8_t>> k, v;
-  std::vector<std::vector<float>> wk, wv;
-  std::vector<const void*> kp, vp, wkp, wvp;
-  KvStoreView q8, widened;
-
-  explicit Q8Stores(const Store& st) : q8(st.view), widened(st.view) {
+  TypedStores(const Store& st, KvType type) : stored(st.view), widened(st.view) {
     const int64_t dim = st.view.head_dim;
-    const auto row_bytes = static_cast<size_t>(kv_head_row_bytes(KvType::Q8, dim));
-    auto quantize = [&](const std::vector<float>& in, std::vector<uint8_t>& out, std::vector<float>& wide) {
+    const auto row_bytes = static_cast<size_t>(kv_head_row_bytes(type, dim));
+    auto convert = [&](const std::vector<float>& in, std::vector<std::byte>& out, std::vector<float>& wide) {
       const size_t rows = in.size() / static_cast<size_t>(dim);
       out.resize(rows * row_bytes);
       wide.resize(in.size());
       for (size_t r = 0; r < rows; ++r) {
-        kv_q8_quantize_row(in.data() + r * static_cast<size_t>(dim), dim, out.data() + r * row_bytes);
-        kv_q8_dequantize_row(out.data() + r * row_bytes, dim, wide.data() + r * static_cast<size_t>(dim));
+        kv_row_from_f32(type, in.data() + r * static_cast<size_t>(dim), dim, out.data() + r * row_bytes);
+        kv_row_to_f32(type, out.data() + r * row_bytes, dim, wide.data() + r * static_cast<size_t>(dim));
       }
     };
     for (size_t b = 0; b < st.k.size(); ++b) {
-      quantize(st.k[b], k.emplace_back(), wk.emplace_back());
-      quantize(st.v[b], v.emplace_back(), wv.emplace_back());
+      convert(st.k[b], k.emplace_back(), wk.emplace_back());
+      convert(st.v[b], v.emplace_back(), wv.emplace_back());
     }
     for (size_t b = 0; b < k.size(); ++b) {
       kp.push_back(k[b].data());
@@ -115,9 +82,9 @@ struct Q8Stores {
       wkp.push_back(wk[b].data());
       wvp.push_back(wv[b].data());
     }
-    q8.k_blocks = kp.data();
-    q8.v_blocks = vp.data();
-    q8.type = KvType::Q8;
+    stored.k_blocks = kp.data();
+    stored.v_blocks = vp.data();
+    stored.type = type;
     widened.k_blocks = wkp.data();
     widened.v_blocks = wvp.data();
   }
@@ -189,7 +156,7 @@ TEST(AttentionIsa, Bf16StoreGivesTheBytesOfItsValuesInF32ForEveryKernelAndThread
     SCOPED_TRACE(testing::Message() << "heads " << s.heads << " kv " << s.kv_heads << " dim " << s.dim);
     const int64_t positions = 70;
     const Store st(s, s.wrap > 0 ? s.wrap : positions, rng);
-    const Bf16Stores b(st);
+    const TypedStores b(st, KvType::Bf16);
     for (const auto& [rows, first] : {std::pair<int64_t, int64_t>{1, 37}, {5, 60}, {13, 0}}) {
       std::vector<float> q(static_cast<size_t>(rows * s.heads * s.dim));
       for (float& x : q) x = nd(rng);
@@ -198,7 +165,7 @@ TEST(AttentionIsa, Bf16StoreGivesTheBytesOfItsValuesInF32ForEveryKernelAndThread
           << "the rounding changes the result";
       for (Isa isa : kernel_sets()) {
         for (int threads : {1, 3}) {
-          EXPECT_TRUE(same_bytes(want, run_attention(s, b.bf16, q, rows, first, isa, threads)))
+          EXPECT_TRUE(same_bytes(want, run_attention(s, b.stored, q, rows, first, isa, threads)))
               << "rows " << rows << " at " << first << ", " << isa_name(isa) << ", " << threads << " threads";
         }
       }
@@ -216,7 +183,7 @@ TEST(AttentionIsa, Q8StoreGivesTheBytesOfItsDequantizedValuesForEveryKernelAndTh
     SCOPED_TRACE(testing::Message() << "heads " << s.heads << " kv " << s.kv_heads << " dim " << s.dim);
     const int64_t positions = 70;
     const Store st(s, s.wrap > 0 ? s.wrap : positions, rng);
-    const Q8Stores q(st);
+    const TypedStores q(st, KvType::Q8);
     for (const auto& [rows, first] : {std::pair<int64_t, int64_t>{1, 37}, {5, 60}, {13, 0}}) {
       std::vector<float> query(static_cast<size_t>(rows * s.heads * s.dim));
       for (float& x : query) x = nd(rng);
@@ -225,7 +192,7 @@ TEST(AttentionIsa, Q8StoreGivesTheBytesOfItsDequantizedValuesForEveryKernelAndTh
           << "the quantization changes the result";
       for (Isa isa : kernel_sets()) {
         for (int threads : {1, 3}) {
-          EXPECT_TRUE(same_bytes(want, run_attention(s, q.q8, query, rows, first, isa, threads)))
+          EXPECT_TRUE(same_bytes(want, run_attention(s, q.stored, query, rows, first, isa, threads)))
               << "rows " << rows << " at " << first << ", " << isa_name(isa) << ", " << threads << " threads";
         }
       }

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "specula/kernels/kv_type.h"
-#include "specula/util/half.h"
 #include "specula/util/thread_pool.h"
 
 namespace specula {
@@ -49,11 +48,7 @@ struct KvStoreView {
   }
   const float* widen(const void* row, float* buf) const {
     if (type == KvType::F32) return static_cast<const float*>(row);
-    if (type == KvType::Q8) {
-      kv_q8_dequantize_row(static_cast<const uint8_t*>(row), head_dim, buf);
-    } else {
-      bf16_to_f32_row(static_cast<const uint16_t*>(row), head_dim, buf);
-    }
+    kv_row_to_f32(type, row, head_dim, buf);
     return buf;
   }
 };

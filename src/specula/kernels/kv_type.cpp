@@ -51,4 +51,20 @@ void kv_q8_dequantize_row(const uint8_t* row, int64_t n, float* out) {
   }
 }
 
+void kv_row_from_f32(KvType t, const float* x, int64_t n, void* row) {
+  switch (t) {
+    case KvType::Bf16: f32_to_bf16_row(x, n, static_cast<uint16_t*>(row)); break;
+    case KvType::Q8: kv_q8_quantize_row(x, n, static_cast<uint8_t*>(row)); break;
+    default: std::memcpy(row, x, static_cast<size_t>(n) * sizeof(float));
+  }
+}
+
+void kv_row_to_f32(KvType t, const void* row, int64_t n, float* out) {
+  switch (t) {
+    case KvType::Bf16: bf16_to_f32_row(static_cast<const uint16_t*>(row), n, out); break;
+    case KvType::Q8: kv_q8_dequantize_row(static_cast<const uint8_t*>(row), n, out); break;
+    default: std::memcpy(out, row, static_cast<size_t>(n) * sizeof(float));
+  }
+}
+
 }  // namespace specula

@@ -38,4 +38,9 @@ inline bool kv_type_fits(KvType t, int64_t head_dim) { return t != KvType::Q8 ||
 void kv_q8_quantize_row(const float* x, int64_t n, uint8_t* row);
 void kv_q8_dequantize_row(const uint8_t* row, int64_t n, float* out);
 
+// A row of n floats stored as t (kv_head_row_bytes(t, n) bytes), and a stored row back to floats
+// exactly.
+void kv_row_from_f32(KvType t, const float* x, int64_t n, void* row);
+void kv_row_to_f32(KvType t, const void* row, int64_t n, float* out);
+
 }  // namespace specula

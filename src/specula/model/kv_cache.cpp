@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "specula/util/error.h"
-#include "specula/util/half.h"
 
 namespace specula {
 
@@ -102,21 +101,9 @@ void KvCache::scatter(int64_t pos, const std::byte* k, const std::byte* v) {
   }
 }
 
-void KvCache::store_row(const float* x, std::byte* out) const {
-  switch (type_) {
-    case KvType::Bf16: f32_to_bf16_row(x, head_dim_, reinterpret_cast<uint16_t*>(out)); break;
-    case KvType::Q8: kv_q8_quantize_row(x, head_dim_, reinterpret_cast<uint8_t*>(out)); break;
-    default: std::memcpy(out, x, static_cast<size_t>(head_row_bytes()));
-  }
-}
+void KvCache::store_row(const float* x, std::byte* out) const { kv_row_from_f32(type_, x, head_dim_, out); }
 
-void KvCache::load_row(const std::byte* row, float* out) const {
-  switch (type_) {
-    case KvType::Bf16: bf16_to_f32_row(reinterpret_cast<const uint16_t*>(row), head_dim_, out); break;
-    case KvType::Q8: kv_q8_dequantize_row(reinterpret_cast<const uint8_t*>(row), head_dim_, out); break;
-    default: std::memcpy(out, row, static_cast<size_t>(head_row_bytes()));
-  }
-}
+void KvCache::load_row(const std::byte* row, float* out) const { kv_row_to_f32(type_, row, head_dim_, out); }
 
 void KvCache::write(int64_t pos, const float* k, const float* v) {
   for (int64_t h = 0; h < kv_heads_; ++h) {
