@@ -12,6 +12,13 @@
 // at a time, and the rows ahead are prefetched (the V rows of the next block spread over the
 // current block's work, so the misses overlap it). Rows of f32 and bf16 stores alike: a bf16
 // vector is widened exactly as it is loaded, a q8 vector dequantized as it is loaded.
+//
+// GCC 12's AVX-512 headers build _mm512_undefined_*() as a self-initialized variable, which trips
+// -W(maybe-)uninitialized wherever an intrinsic using it is inlined; the value is never read.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC-only warning
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cmath>
