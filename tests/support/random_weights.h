@@ -21,6 +21,14 @@ struct RandomWeights {
   WeightMatrix w;
 };
 
+// m x k activations uniform in [-1, 1).
+inline std::vector<float> random_activations(int64_t m, int64_t k, std::mt19937& rng) {
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (float& v : x) v = uni(rng);
+  return x;
+}
+
 // Element i of `out` as dtype t (F32, BF16 or F16).
 inline void store_value(float v, DType t, std::vector<uint8_t>& out, size_t i) {
   if (t == DType::F32) {

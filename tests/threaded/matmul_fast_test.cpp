@@ -301,7 +301,9 @@ TEST(MatmulFast, CloseToExactMath) {
     EXPECT_LT(worst, 1e-4) << spec.name();
     EXPECT_GT(worst, 0.0) << spec.name() << ": the fast reference should not be the exact math";
     EXPECT_LT(worst8, 1e-2) << spec.name();
-    if (spec.format == WeightFormat::Affine) EXPECT_GT(worst8, 10 * worst) << spec.name() << ": int8 is not int16";
+    if (spec.format == WeightFormat::Affine) {
+      EXPECT_GT(worst8, 10 * worst) << spec.name() << ": int8 is not int16";
+    }
   }
 }
 

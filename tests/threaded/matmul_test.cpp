@@ -78,13 +78,6 @@ Weights make_weights(const FormatSpec& spec, int64_t rows, int64_t cols, std::mt
   return r;
 }
 
-std::vector<float> random_x(int64_t m, int64_t k, std::mt19937& rng) {
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  std::vector<float> x(m * k);
-  for (auto& v : x) v = uni(rng);
-  return x;
-}
-
 // Magnitude against which a kernel's rounding is judged: sum over k of |x| (|q*s| + |b|) for
 // affine weights (the kernels sum q*s and b separately), sum |x w| for dense ones.
 std::vector<double> error_scale(const std::vector<float>& x, int64_t m, const Weights& wt) {
@@ -132,7 +125,7 @@ TEST(Matmul, EveryKernelSetAgreesWithReference) {
     for (int64_t k : {64, 192, 384}) {
       if (spec.format == WeightFormat::Affine && k % spec.gs != 0) continue;
       const Weights wt = make_weights(spec, n, k, rng);
-      const std::vector<float> x = random_x(max_m, k, rng);
+      const std::vector<float> x = test::random_activations(max_m, k, rng);
       std::vector<float> ref(max_m * n);
       reference::matmul(x.data(), max_m, k, wt.w, ref.data(), n);
       const std::vector<double> scale = error_scale(x, max_m, wt);
@@ -165,7 +158,7 @@ TEST(Matmul, RowsAreBitwiseBatchAndThreadInvariant) {
   const int64_t n = 37, k = 128, rows = 64;
   for (const FormatSpec& spec : all_formats()) {
     const Weights wt = make_weights(spec, n, k, rng);
-    const std::vector<float> x = random_x(rows, k, rng);
+    const std::vector<float> x = test::random_activations(rows, k, rng);
     for (Isa isa : available_isas()) {
       set_active_isa(isa);
       SCOPED_TRACE(wt.name() + " isa=" + std::string(isa_name(isa)));
@@ -199,7 +192,7 @@ TEST(Matmul, HonoursRowStrides) {
        {FormatSpec{WeightFormat::BF16, 0, 0, DType::BF16}, FormatSpec{WeightFormat::Affine, 4, 64, DType::BF16},
         FormatSpec{WeightFormat::Affine, 3, 32, DType::F16}}) {
     const Weights wt = make_weights(spec, n, k, rng);
-    const std::vector<float> packed = random_x(m, k, rng);
+    const std::vector<float> packed = test::random_activations(m, k, rng);
     std::vector<float> strided(m * ldx, NAN);
     for (int64_t i = 0; i < m; ++i) std::memcpy(&strided[i * ldx], &packed[i * k], k * sizeof(float));
     for (Isa isa : available_isas()) {

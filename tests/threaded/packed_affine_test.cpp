@@ -33,13 +33,6 @@ std::vector<Format> packable_formats() {
   return out;
 }
 
-std::vector<float> random_x(int64_t m, int64_t k, std::mt19937& rng) {
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(m * k));
-  for (float& v : x) v = uni(rng);
-  return x;
-}
-
 // Reads code (n, k) back from the packed bytes by the layout the header documents.
 uint32_t packed_code(const WeightMatrix& w, const uint8_t* packed, int64_t n, int64_t k) {
   const int64_t block = n / kPackedRows, j = n % kPackedRows, g = k / w.group_size, kk = k % w.group_size;
@@ -109,7 +102,7 @@ TEST(PackedAffine, PrePackedMatricesGiveThePerCallBytes) {
   for (const Format& f : packable_formats()) {
     test::RandomWeights wt = test::random_weights(WeightFormat::Affine, f.bits, f.gs, f.sd, 50, 384, rng);
     const int64_t m = 5;
-    const std::vector<float> x = random_x(m, 384, rng);
+    const std::vector<float> x = test::random_activations(m, 384, rng);
     std::vector<float> per_call(m * 50), pre(m * 50);
     matmul(x.data(), m, wt.w, per_call.data(), two, Precision::Fast);
     WeightMatrix packed_view = wt.w;
@@ -145,7 +138,7 @@ TEST(PackedAffine, PrefillPassesGiveEachRowItsDecodeBytes) {
   ThreadPool two(2);
   const int64_t n = 20, k = 16384, m = 40;
   test::RandomWeights wt = test::random_weights(WeightFormat::Affine, 4, 128, DType::BF16, n, k, rng);
-  const std::vector<float> x = random_x(m, k, rng);
+  const std::vector<float> x = test::random_activations(m, k, rng);
   std::vector<float> all(m * n), one(n);
   matmul(x.data(), m, wt.w, all.data(), two, Precision::Fast);
   for (int64_t i = 0; i < m; ++i) {

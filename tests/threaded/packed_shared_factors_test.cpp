@@ -62,13 +62,6 @@ KQuantMatrix kquant_matrix(GgmlType type, int64_t n, int64_t k, std::mt19937& rn
   return m;
 }
 
-std::vector<float> random_x(int64_t m, int64_t k, std::mt19937& rng) {
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(m * k));
-  for (float& v : x) v = uni(rng);
-  return x;
-}
-
 std::vector<Isa> kernel_sets() {
   std::vector<Isa> out;
   if (detected_isa() >= Isa::Avx2) out.push_back(Isa::Avx2);
@@ -96,7 +89,7 @@ TEST(PackedSharedFactors, GiveTheBytesOfPerGroupParameters) {
       const PackedBuffer buffer = pack_matrices(list, two);
       for (const Precision p : {Precision::Fast, Precision::Int8}) {
         for (const int64_t m : {1, 2, 3, 4, 5, 8, 9, 17}) {
-          const std::vector<float> x = random_x(m, k, rng);
+          const std::vector<float> x = test::random_activations(m, k, rng);
           std::vector<float> want(static_cast<size_t>(m * n)), got(want.size()), got_pre(want.size());
           matmul(x.data(), m, per_group, want.data(), two, p);
           matmul(x.data(), m, shared, got.data(), two, p);
