@@ -142,6 +142,41 @@ TEST(BenchCli, LongContextsReportEveryContextAtHalfTheKvBytesInBf16) {
   EXPECT_EQ(run_cli("bench --model " + kCase + "/model --quick --contexts 16 --concurrency 1").code, 2);
 }
 
+TEST(BenchCli, ConcurrencyPairsPlainAndSpeculativeRuns) {
+  const Result r = run_cli("bench " + kModelArgs + " --quick --json --threads 1 --concurrency 1,2 --runs 3", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const size_t open = r.out.find('{');
+  ASSERT_NE(open, std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out.substr(open));
+  EXPECT_EQ(j.at("runs").get<int>(), 3);
+  const nlohmann::json& figures = j.at("concurrency");
+  ASSERT_EQ(figures.size(), 4u) << "plain and speculative at 1 and 2 streams";
+  for (const nlohmann::json& f : figures) {
+    const bool speculative = f.at("mode") == "speculative";
+    for (const char* key : {"aggregate_tok_per_s", "decode_aggregate_tok_per_s", "per_stream_tok_per_s"})
+      EXPECT_TRUE(positive_finite(f.at(key))) << key;
+    if (speculative) {
+      EXPECT_TRUE(positive_finite(f.at("aggregate_vs_plain")));
+      EXPECT_TRUE(positive_finite(f.at("decode_aggregate_vs_plain")));
+    } else {
+      EXPECT_EQ(f.at("aggregate_vs_plain").get<double>(), 0.0);
+    }
+  }
+  // Every run measured plain and then speculative streams (the log, on stderr), and the ratio
+  // against plain is the median of those pairs.
+  size_t plain_runs = 0, spec_runs = 0;
+  for (size_t at = r.out.find("concurrency 2 plain:"); at != std::string::npos;
+       at = r.out.find("concurrency 2 plain:", at + 1))
+    ++plain_runs;
+  for (size_t at = r.out.find("concurrency 2 speculative:"); at != std::string::npos;
+       at = r.out.find("concurrency 2 speculative:", at + 1))
+    ++spec_runs;
+  EXPECT_EQ(plain_runs, 3u) << r.out;
+  EXPECT_EQ(spec_runs, 3u) << r.out;
+  EXPECT_NE(r.out.find("concurrency 2: speculative / plain, median of 3 back-to-back pairs"), std::string::npos)
+      << r.out;
+}
+
 TEST(BenchCli, BadFlagsAreUsageErrors) {
   const std::string m = "bench " + kModelArgs + " --quick ";
   EXPECT_EQ(run_cli(m + "--precision medium").code, 2);

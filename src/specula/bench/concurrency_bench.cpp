@@ -250,56 +250,78 @@ ConcurrencyReport bench_concurrency(const std::string& model_dir, const std::str
     return g;
   };
 
-  for (int c : o.concurrency) {
-    for (bool speculative : {false, true}) {
-      if (speculative && !drafter) continue;
-      std::vector<ConcurrencyFigure> runs;
-      for (int64_t run = 0; run < o.runs; ++run) {
-        SchedulerOptions so{c, o.step_rows, false};
-        Scheduler scheduler(*model, pool, so);
-        std::vector<ScheduledGeneration> gens;
-        for (int i = 0; i < c; ++i) {
-          ScheduledGeneration g = plain_generation(i, o.tokens);
-          if (speculative) {
-            g.drafter = drafter.get();
-            g.options.method = DraftMethod::Drafter;
-            g.options.gamma = gamma;
-            g.options.override_drafts = controlled_acceptance(reference[static_cast<size_t>(i)], o.acceptance,
-                                                              model->vocab_size(), o.seed + static_cast<uint64_t>(i));
-          }
-          gens.push_back(std::move(g));
-        }
-        const std::vector<StreamResult> r = run_together(scheduler, std::move(gens));
-        for (int i = 0; i < c; ++i) {
-          const auto& want = reference[static_cast<size_t>(i)];
-          const auto& got = r[static_cast<size_t>(i)].result.tokens;
-          if (!std::equal(got.begin(), got.end(), want.begin()))
-            fail("bench: stream {} of {} ({}) differs from its plain continuation", i, c,
-                 speculative ? "speculative" : "plain");
-        }
-        runs.push_back(summarize(c, speculative, r));
-        const ConcurrencyFigure& f = runs.back();
-        log(
-            fmt::format("concurrency {} {}: {:.2f} tok/s aggregate ({:.2f} while all decode), {:.2f} per stream, "
-                        "TTFT p50 {:.0f} ms{}",
-                        c, speculative ? "speculative" : "plain", f.aggregate_tok_per_s, f.decode_aggregate_tok_per_s,
-                        f.per_stream_tok_per_s, f.ttft_p50_ms,
-                        speculative ? fmt::format(", mean gamma {:.2f}", f.mean_gamma) : ""));
+  // N streams at once, plain or speculative; every stream's tokens checked against its reference.
+  auto run_streams = [&](int c, bool speculative) {
+    SchedulerOptions so{c, o.step_rows, false};
+    Scheduler scheduler(*model, pool, so);
+    std::vector<ScheduledGeneration> gens;
+    for (int i = 0; i < c; ++i) {
+      ScheduledGeneration g = plain_generation(i, o.tokens);
+      if (speculative) {
+        g.drafter = drafter.get();
+        g.options.method = DraftMethod::Drafter;
+        g.options.gamma = gamma;
+        g.options.override_drafts = controlled_acceptance(reference[static_cast<size_t>(i)], o.acceptance,
+                                                          model->vocab_size(), o.seed + static_cast<uint64_t>(i));
       }
-      std::sort(runs.begin(), runs.end(),
-                [](const auto& a, const auto& b) { return a.aggregate_tok_per_s < b.aggregate_tok_per_s; });
-      report.figures.push_back(runs[runs.size() / 2]);
-      if (!speculative) {
-        Scheduler scheduler(*model, pool, SchedulerOptions{c, o.step_rows, false});
-        const std::vector<double> t =
-            staggered_ttfts(scheduler, c, kStaggeredRequests, solo_ms / c, staggered_generation);
-        ConcurrencyFigure& f = report.figures.back();
-        f.staggered_ttft_p50_ms = percentile(t, 0.5);
-        f.staggered_ttft_p99_ms = percentile(t, 0.99);
-        log(fmt::format("concurrency {} staggered clients: TTFT p50 {:.0f} ms, p99 {:.0f} ms", c,
-                        f.staggered_ttft_p50_ms, f.staggered_ttft_p99_ms));
-      }
+      gens.push_back(std::move(g));
     }
+    const std::vector<StreamResult> r = run_together(scheduler, std::move(gens));
+    for (int i = 0; i < c; ++i) {
+      const auto& want = reference[static_cast<size_t>(i)];
+      const auto& got = r[static_cast<size_t>(i)].result.tokens;
+      if (!std::equal(got.begin(), got.end(), want.begin()))
+        fail("bench: stream {} of {} ({}) differs from its plain continuation", i, c,
+             speculative ? "speculative" : "plain");
+    }
+    ConcurrencyFigure f = summarize(c, speculative, r);
+    log(fmt::format(
+        "concurrency {} {}: {:.2f} tok/s aggregate ({:.2f} while all decode), {:.2f} per stream, "
+        "TTFT p50 {:.0f} ms{}",
+        c, speculative ? "speculative" : "plain", f.aggregate_tok_per_s, f.decode_aggregate_tok_per_s,
+        f.per_stream_tok_per_s, f.ttft_p50_ms, speculative ? fmt::format(", mean gamma {:.2f}", f.mean_gamma) : ""));
+    return f;
+  };
+  auto median_run = [](std::vector<ConcurrencyFigure> runs) {
+    std::sort(runs.begin(), runs.end(),
+              [](const auto& a, const auto& b) { return a.aggregate_tok_per_s < b.aggregate_tok_per_s; });
+    return runs[runs.size() / 2];
+  };
+
+  // Each run measures plain and then speculative streams back to back, and "x plain" is the median
+  // of the runs' own ratios: this machine's speed drifts over minutes, so a ratio of two medians
+  // taken minutes apart would mostly measure the drift.
+  for (int c : o.concurrency) {
+    std::vector<ConcurrencyFigure> plain_runs, spec_runs;
+    std::vector<double> vs_plain, decode_vs_plain;
+    for (int64_t run = 0; run < o.runs; ++run) {
+      plain_runs.push_back(run_streams(c, false));
+      if (!drafter) continue;
+      spec_runs.push_back(run_streams(c, true));
+      const ConcurrencyFigure &p = plain_runs.back(), &q = spec_runs.back();
+      if (p.aggregate_tok_per_s > 0) vs_plain.push_back(q.aggregate_tok_per_s / p.aggregate_tok_per_s);
+      if (p.decode_aggregate_tok_per_s > 0)
+        decode_vs_plain.push_back(q.decode_aggregate_tok_per_s / p.decode_aggregate_tok_per_s);
+    }
+    ConcurrencyFigure& plain = report.figures.emplace_back(median_run(plain_runs));
+    {
+      Scheduler scheduler(*model, pool, SchedulerOptions{c, o.step_rows, false});
+      const std::vector<double> t =
+          staggered_ttfts(scheduler, c, kStaggeredRequests, solo_ms / c, staggered_generation);
+      plain.staggered_ttft_p50_ms = percentile(t, 0.5);
+      plain.staggered_ttft_p99_ms = percentile(t, 0.99);
+      log(fmt::format("concurrency {} staggered clients: TTFT p50 {:.0f} ms, p99 {:.0f} ms", c,
+                      plain.staggered_ttft_p50_ms, plain.staggered_ttft_p99_ms));
+    }
+    if (!drafter) continue;
+    ConcurrencyFigure& spec = report.figures.emplace_back(median_run(spec_runs));
+    spec.vs_plain = vs_plain.empty() ? 0.0 : median(vs_plain);
+    spec.decode_vs_plain = decode_vs_plain.empty() ? 0.0 : median(decode_vs_plain);
+    if (o.runs > 1)
+      log(
+          fmt::format("concurrency {}: speculative / plain, median of {} back-to-back pairs: {:.2f} ({:.2f} while all "
+                      "decode)",
+                      c, o.runs, spec.vs_plain, spec.decode_vs_plain));
   }
   for (ConcurrencyFigure& f : report.figures) {
     for (const ConcurrencyFigure& g : report.figures) {
@@ -307,10 +329,6 @@ ConcurrencyReport bench_concurrency(const std::string& model_dir, const std::str
         f.vs_one_stream = f.aggregate_tok_per_s / g.aggregate_tok_per_s;
       if (g.speculative == f.speculative && g.concurrency == 1 && g.decode_aggregate_tok_per_s > 0)
         f.decode_vs_one_stream = f.decode_aggregate_tok_per_s / g.decode_aggregate_tok_per_s;
-      if (f.speculative && !g.speculative && g.concurrency == f.concurrency && g.aggregate_tok_per_s > 0)
-        f.vs_plain = f.aggregate_tok_per_s / g.aggregate_tok_per_s;
-      if (f.speculative && !g.speculative && g.concurrency == f.concurrency && g.decode_aggregate_tok_per_s > 0)
-        f.decode_vs_plain = f.decode_aggregate_tok_per_s / g.decode_aggregate_tok_per_s;
       if (!f.speculative && !g.speculative && g.concurrency == 1 && g.staggered_ttft_p50_ms > 0)
         f.staggered_ttft_vs_one = f.staggered_ttft_p50_ms / g.staggered_ttft_p50_ms;
     }
@@ -373,7 +391,10 @@ std::string concurrency_markdown(const ConcurrencyReport& r) {
       "common start. Staggered clients (plain): each of N clients sends " +
       std::to_string(kStaggeredRequests) +
       " requests back to back, the clients' first requests spread evenly over one request's length; TTFT from "
-      "each request's submission.\n\n";
+      "each request's submission. Figures are the median run of " +
+      std::to_string(r.options.runs) +
+      "; each run measures plain and then speculative streams back to back, and x plain is the median of the runs' "
+      "own ratios.\n\n";
   out +=
       "| streams | mode | aggregate tok/s | x one stream | x plain | decode aggregate tok/s | x one stream | x plain | "
       "per-stream tok/s | TTFT p50 ms | TTFT p99 ms | mean gamma | acceptance | staggered TTFT p50 ms | "
