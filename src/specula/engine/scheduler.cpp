@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <climits>
 
 #include <fmt/format.h>
 
@@ -343,10 +342,6 @@ int64_t Scheduler::StepPlan::rows() const {
   int64_t n = 0;
   for (const SequenceRows& r : batch) n += static_cast<int64_t>(r.tokens.size());
   return n;
-}
-
-int64_t Scheduler::StepPlan::decoding() const {
-  return static_cast<int64_t>(std::count(prefill.begin(), prefill.end(), false));
 }
 
 Scheduler::StepPlan Scheduler::plan_step(std::vector<Job*>& active) {

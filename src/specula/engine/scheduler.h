@@ -119,7 +119,6 @@ class Scheduler {
     std::vector<Job*> jobs;
     std::vector<bool> prefill;
     int64_t rows() const;
-    int64_t decoding() const;
   };
   void step(std::vector<Job*>& active);
   StepPlan plan_step(std::vector<Job*>& active);

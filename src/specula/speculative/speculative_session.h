@@ -15,7 +15,6 @@
 // `--gamma auto`, greedy rounds are sized from measured step times (greedy output does not
 // depend on gamma) and sampled rounds from acceptance alone (a seed reproduces its text).
 #include <chrono>
-#include <climits>
 #include <cstdint>
 #include <functional>
 #include <memory>
