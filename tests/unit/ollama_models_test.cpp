@@ -100,7 +100,7 @@ TEST(OllamaStore, BadManifestsNameTheProblem) {
               ollama_model_digest(json{{"layers", json::array()}}, src);
             }).find("no application"),
             std::string::npos);
-  for (const std::string digest : {"md5:" + kDigest, "sha256:" + kDigest.substr(1), "sha256:../../" + kDigest}) {
+  for (const std::string& digest : {"md5:" + kDigest, "sha256:" + kDigest.substr(1), "sha256:../../" + kDigest}) {
     EXPECT_NE(error_of([&] { ollama_model_digest(manifest_with(digest), src); }).find("64 lowercase hex"),
               std::string::npos)
         << digest;

@@ -17,8 +17,6 @@ constexpr int64_t kProbeAfterZeros = 8;    // gamma-0 rounds before one gamma-1 
 constexpr int64_t kMaxProbeInterval = 16;  // ... doubling after each probe that found nothing
 constexpr int64_t kWiderProbeAfter = 8;    // rounds at one gamma >= 1 before one round at gamma + 1
 
-double ema(double old, double value) { return old < 0 ? value : old + kEma * (value - old); }
-
 // A cost estimate: timing noise on a shared machine is one-sided (another process slows a step,
 // nothing speeds it up), so a faster measurement moves the estimate further than a slower one.
 double cost_ema(double old, double value) {
