@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
+#include "specula/util/cost_estimate.h"
+
 namespace specula {
 
 namespace {
-constexpr double kEmaUp = 0.3;        // weight of a measurement above the estimate ...
-constexpr double kEmaDown = 0.6;      // ... and below it (noise here only slows)
 constexpr double kOutlierClip = 1.5;  // a step counts as at most this times its width's estimate
 constexpr int64_t kMaxRows = 4096;    // wider steps (whole prompt chunks) are not recorded
 }  // namespace
@@ -16,12 +16,7 @@ void StepCostModel::record(int64_t rows, double ms) {
   if (rows < 1 || rows > kMaxRows || !(ms >= 0)) return;
   if (static_cast<int64_t>(widths_.size()) <= rows) widths_.resize(static_cast<size_t>(rows) + 1);
   Width& w = widths_[static_cast<size_t>(rows)];
-  if (w.ms < 0) {
-    w.ms = ms;
-  } else {
-    const double v = std::min(ms, kOutlierClip * w.ms);
-    w.ms += (v < w.ms ? kEmaDown : kEmaUp) * (v - w.ms);
-  }
+  w.ms = update_cost_estimate(w.ms, w.ms < 0 ? ms : std::min(ms, kOutlierClip * w.ms));
   w.measured_at = steps_;
 }
 

@@ -4,7 +4,7 @@
 // On a CPU the curve has a knee: a step of a few rows is bound by reading the weights (more rows
 // cost almost nothing), past some width it is bound by multiplying (each row adds its multiply).
 // Where the knee sits depends on the machine, the model and the precision, so no line fits it:
-// the model keeps a cost per row count instead (the same one-sided averages as `--gamma auto`'s
+// the model keeps a cost per row count instead (util/cost_estimate.h, as `--gamma auto`'s
 // verify costs, speculative/gamma_policy.h: noise on a shared machine only slows steps).
 //
 // An estimate is trusted only while it is fresh (measured within the last kFreshSteps steps), so a

@@ -119,11 +119,11 @@ void SpeculativeSession::begin_round() {
   round_scheduled_ = gamma_follows_load() && scheduled_gamma_ >= 0;
   int64_t gamma = options_.gamma.fixed;
   if (round_scheduled_) {
-    gamma = std::min(scheduled_gamma_, max_gamma_);
+    gamma = scheduled_gamma_;
   } else if (options_.gamma.automatic) {
     gamma = policy_.choose();
   }
-  round_gamma_ = std::min(gamma, model_.max_context() - cache_.offset() - 1);
+  round_gamma_ = std::min(gamma, gamma_room());
   drafting_ = true;
   drafts_.clear();
   qs_.clear();
