@@ -221,7 +221,7 @@ void add_bench_command(CLI::App& app) {
   add_kv_type_option(cmd, args->kv_type);
   cmd->add_option("--runs", args->runs,
                   "runs per figure, the median is reported (default 3; --quick 1; --concurrency: default 1, each run "
-                  "measures plain and speculative streams back to back)")
+                  "measures one plain stream, then N plain and N speculative streams back to back)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   cmd->add_option("--prompt-tokens", args->prompt_tokens, "prefill prompt length (default 512; --quick 32)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));

@@ -48,11 +48,11 @@ void expect_thread_figures(const nlohmann::json& t, const std::string& where) {
     EXPECT_GE(floor.value(key, 0.0), 1.0) << where << " floor " << w;
   }
   for (const char* table : {"spec_speedup", "expected_speedup"})
-    for (const char* p : {"0.3", "0.5", "0.7", "0.9"})
+    for (const char* p : {"0", "0.3", "0.5", "0.7", "0.9"})
       for (const char* g : {"1", "2", "3", "4", "auto"})
         EXPECT_TRUE(positive_finite(t.at(table).at(p).value(g, nlohmann::json())))
             << where << " " << table << "[" << p << "][" << g << "]";
-  ASSERT_EQ(t.at("spec").size(), 20u) << where;
+  ASSERT_EQ(t.at("spec").size(), 25u) << where;
   for (const nlohmann::json& s : t.at("spec")) {
     EXPECT_TRUE(positive_finite(s.at("plain_tok_per_s"))) << where;
     EXPECT_TRUE(positive_finite(s.at("ideal_speedup"))) << where;
@@ -102,7 +102,7 @@ TEST(BenchCli, MarkdownWithoutJson) {
         "| threads | decode step ms | drafter step | verify 2 |", "verify 8 |", "| 1 | measured ms |",
         "| 1 | floor ms |", "| 1 | floor ratio | 1.00 |", "| 1 | in-cache GB/s |",
         "speculative decoding at controlled acceptance", "| threads | p | plain tok/s | gamma 1 |", "| 1 | 0.7 |",
-        "Read bandwidth measured by this run", "6 tokens each"})
+        "| auto | auto / best fixed |", "Read bandwidth measured by this run", "6 tokens each"})
     EXPECT_NE(r.out.find(text), std::string::npos) << "missing: " << text << "\n" << r.out;
 }
 
@@ -175,6 +175,18 @@ TEST(BenchCli, ConcurrencyPairsPlainAndSpeculativeRuns) {
     ++spec_runs;
   EXPECT_EQ(plain_runs, 3u) << r.out;
   EXPECT_EQ(spec_runs, 3u) << r.out;
+  // One stream alone before each run of two (plain "x one stream" is the median of those pairs),
+  // besides the three runs at concurrency 1 itself.
+  size_t one_stream_runs = 0;
+  for (size_t at = r.out.find("concurrency 1 plain:"); at != std::string::npos;
+       at = r.out.find("concurrency 1 plain:", at + 1))
+    ++one_stream_runs;
+  EXPECT_EQ(one_stream_runs, 6u) << r.out;
+  for (const nlohmann::json& f : figures) {
+    if (f.at("mode") == "plain" && f.at("concurrency") == 2) {
+      EXPECT_TRUE(positive_finite(f.at("aggregate_vs_one_stream")));
+    }
+  }
   EXPECT_NE(r.out.find("concurrency 2: speculative / plain, median of 3 back-to-back pairs"), std::string::npos)
       << r.out;
 }

@@ -1,7 +1,8 @@
 // The bench's timing primitives on a tiny golden model: step costs are measured, positive and
 // leave the context where it was; controlled acceptance runs the real speculative loop, follows p
 // at its ends (0: nothing accepted, 1: everything), and refuses a reference that is not the
-// target's own greedy output.
+// target's own greedy output; its right drafts sit at the same positions whatever the gamma.
+#include <algorithm>
 #include <filesystem>
 #include <vector>
 
@@ -9,6 +10,7 @@
 
 #include "specula/model/generate.h"
 #include "specula/model/target_benchmark.h"
+#include "specula/speculative/controlled_acceptance.h"
 #include "specula/speculative/draft_benchmark.h"
 #include "specula/util/error.h"
 
@@ -83,6 +85,49 @@ TEST(SpecDraftBenchmark, ControlledAcceptanceIsExactAndFollowsP) {
   // Too short for the tokens plus the gamma.
   const std::vector<int32_t> short_ref(reference.begin(), reference.begin() + 10);
   EXPECT_THROW(run_controlled_acceptance(*model, cache, *drafter, prompt, short_ref, 0.5, two, 16, 1, pool), Error);
+}
+
+// The drafts one round of `gamma` gets with `emitted` tokens emitted (the pending one included).
+std::vector<int32_t> drafts_at(const DraftOverride& o, size_t emitted, int64_t gamma) {
+  const std::vector<int32_t> context(3 + emitted, 5);  // a 3-token prompt, then the emitted tokens
+  DraftRoundInfo info;
+  info.context = context;
+  info.prompt_length = 3;
+  info.gamma = gamma;
+  std::vector<int32_t> drafts;
+  o(info, drafts);
+  return drafts;
+}
+
+TEST(ControlledAcceptance, RightDraftsDependOnThePositionAlone) {
+  std::vector<int32_t> reference(400);
+  for (size_t i = 0; i < reference.size(); ++i) reference[i] = static_cast<int32_t>(10 + i % 50);
+  const DraftOverride o = controlled_acceptance(reference, 0.6, 100, 9);
+  // Position by position with gamma 1 ...
+  std::vector<bool> right;
+  for (size_t at = 0; at < reference.size(); ++at) {
+    const std::vector<int32_t> d = drafts_at(o, at, 1);
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_TRUE(d[0] == reference[at] || d[0] == (reference[at] + 1) % 100) << at;
+    right.push_back(d[0] == reference[at]);
+  }
+  // ... and the same verdicts from rounds of other gammas starting anywhere, in any order.
+  for (int64_t gamma : {4, 3, 7})
+    for (size_t start = 0; start + 7 < reference.size(); start += 13) {
+      const std::vector<int32_t> d = drafts_at(o, start, gamma);
+      for (size_t i = 0; i < d.size(); ++i) EXPECT_EQ(d[i] == reference[start + i], right[start + i]) << start + i;
+    }
+  // The share of right positions follows p; another seed draws other positions.
+  const auto rights = static_cast<double>(std::count(right.begin(), right.end(), true));
+  EXPECT_NEAR(rights / static_cast<double>(right.size()), 0.6, 0.08);
+  const DraftOverride other = controlled_acceptance(reference, 0.6, 100, 10);
+  size_t differ = 0;
+  for (size_t at = 0; at < reference.size(); ++at) differ += (drafts_at(other, at, 1)[0] == reference[at]) != right[at];
+  EXPECT_GT(differ, 50u);
+  // Past the reference every draft is wrong.
+  const std::vector<int32_t> beyond = drafts_at(o, reference.size() - 1, 3);
+  EXPECT_EQ(beyond[1], 1);
+  EXPECT_EQ(beyond[2], 1);
 }
 
 }  // namespace

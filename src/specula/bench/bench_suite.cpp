@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,63 @@ int64_t largest_gamma(const std::vector<SpecCase>& cases) {
 }
 
 double median_of(const std::vector<double>& v) { return v.empty() ? 0.0 : median(v); }
+
+struct SpecRunPlains {
+  double slowest = 0.0, fastest = 0.0;  // tok/s of the run's plain generations
+};
+
+// One run of the speculative cases, grouped by acceptance. Plain decoding of the same tokens is
+// timed before the first group and after every group, and a case's speedup is over the geometric
+// mean of the two plain runs around its group: this machine's speed drifts over minutes, and a
+// single plain run before all the cases (a few minutes of them) made the speedups mostly measure
+// that drift. Odd runs take the groups and the gammas within them in reverse order, so that a
+// drift within a group does not favour the same gamma in every run.
+SpecRunPlains run_spec_cases(const TargetModel& model, TargetCache& cache, const Drafter& drafter,
+                             const std::vector<int32_t>& prompt, const std::vector<int32_t>& reference,
+                             const std::vector<SpecCase>& cases, const SuiteOptions& o, int64_t run, ThreadPool& pool,
+                             ThreadSamples& s) {
+  GenerateOptions go;
+  go.max_tokens = o.spec_tokens;
+  go.ignore_eos = true;
+  SpecRunPlains plains;
+  auto time_plain = [&] {
+    const double tps = generate_greedy(model, cache, prompt, go, pool).stats.decode_tok_per_s();
+    plains.slowest = plains.slowest == 0.0 ? tps : std::min(plains.slowest, tps);
+    plains.fastest = std::max(plains.fastest, tps);
+    return tps;
+  };
+  std::vector<std::pair<size_t, size_t>> groups;  // [begin, end) of the cases of one acceptance
+  for (size_t i = 0; i < cases.size(); ++i)
+    if (i == 0 || cases[i].p != cases[i - 1].p)
+      groups.emplace_back(i, i + 1);
+    else
+      groups.back().second = i + 1;
+  const bool reverse = run % 2 == 1;
+  if (reverse) std::reverse(groups.begin(), groups.end());
+  double before = time_plain();
+  for (const auto& [begin, end] : groups) {
+    std::vector<size_t> order;
+    for (size_t i = begin; i < end; ++i) order.push_back(i);
+    if (reverse) std::reverse(order.begin(), order.end());
+    std::vector<double> spec(cases.size());
+    for (size_t i : order) {
+      const SpeculativeResult r = run_controlled_acceptance(model, cache, drafter, prompt, reference, cases[i].p,
+                                                            cases[i].gamma, o.spec_tokens, o.seed, pool);
+      spec[i] = r.stats.decode_tok_per_s();
+      s.acceptance[i].push_back(r.stats.acceptance_rate());
+      s.mean_gamma[i].push_back(r.stats.rounds > 0 ? static_cast<double>(r.stats.drafted) / r.stats.rounds : 0.0);
+    }
+    const double after = time_plain();
+    const double plain = std::sqrt(before * after);
+    for (size_t i = begin; i < end; ++i) {
+      s.plain_tps[i].push_back(plain);
+      s.spec_tps[i].push_back(spec[i]);
+      s.speedup[i].push_back(plain > 0 ? spec[i] / plain : 0.0);
+    }
+    before = after;
+  }
+  return plains;
+}
 
 }  // namespace
 
@@ -221,21 +279,10 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
         s.draft_step_ms.push_back(d);
         s.draft_step_ratio.push_back(c.decode_ms > 0 ? d / c.decode_ms : 0.0);
 
-        GenerateOptions go;
-        go.max_tokens = o.spec_tokens;
-        go.ignore_eos = true;
-        const double plain = generate_greedy(*model, cache, spec_prompt, go, pool).stats.decode_tok_per_s();
-        for (size_t i = 0; i < cases.size(); ++i) {
-          const SpeculativeResult r = run_controlled_acceptance(
-              *model, cache, *drafter, spec_prompt, reference, cases[i].p, cases[i].gamma, o.spec_tokens, o.seed, pool);
-          const double spec = r.stats.decode_tok_per_s();
-          s.plain_tps[i].push_back(plain);
-          s.spec_tps[i].push_back(spec);
-          s.speedup[i].push_back(plain > 0 ? spec / plain : 0.0);
-          s.acceptance[i].push_back(r.stats.acceptance_rate());
-          s.mean_gamma[i].push_back(r.stats.rounds > 0 ? static_cast<double>(r.stats.drafted) / r.stats.rounds : 0.0);
-        }
-        line += fmt::format(", draft step {:.3f}x, plain {:.2f} tok/s", d / c.decode_ms, plain);
+        const SpecRunPlains plains =
+            run_spec_cases(*model, cache, *drafter, spec_prompt, reference, cases, o, run, pool, s);
+        line += fmt::format(", draft step {:.3f}x, plain {:.2f}-{:.2f} tok/s", d / c.decode_ms, plains.slowest,
+                            plains.fastest);
       }
       const double run_s = ms_since(t_run) / 1000.0;
       log(line + fmt::format(" ({:.0f} s{})", run_s,

@@ -5,8 +5,9 @@
 //  * at that context: verify forwards of 2..max_verify_width rows and one drafter step, each
 //    relative to one plain decode step;
 //  * end-to-end speculative decoding at controlled acceptance (the real loop with the real
-//    drafter, drafts forced right with probability p) next to plain decoding of the same tokens,
-//    with the speedup expected from p, gamma and the measured costs;
+//    drafter, drafts forced right with probability p) over plain decoding of the same tokens timed
+//    before and after the cases of each p, with the speedup expected from p, gamma and the
+//    measured costs;
 // plus load time and peak RSS. The machine's read bandwidth is measured by the same process
 // (measure_bandwidths), so decode can be put against its roofline: bytes per token x tok/s / GB/s;
 // and so is the kernels' in-cache speed (bench/compute_roof.h), the roof that verify widths meet.
@@ -37,7 +38,7 @@ struct SuiteOptions {
   int64_t max_verify_width = 9;     // verify widths 2..this (gamma + 1); covers auto's largest gamma
   int64_t spec_prompt_tokens = 16;  // prompt of the speculative runs (each run prefills it again)
   int64_t spec_tokens = 32;         // tokens generated per speculative (and matching plain) run
-  std::vector<double> acceptance = {0.3, 0.5, 0.7, 0.9};
+  std::vector<double> acceptance = {0.0, 0.3, 0.5, 0.7, 0.9};
   std::vector<std::string> gammas = {"1", "2", "3", "4", "auto"};
   int64_t auto_max_gamma = 8;  // `--gamma auto`'s largest gamma (as `specula run` uses it)
   uint64_t bandwidth_bytes = 1ull << 30;
@@ -53,7 +54,7 @@ struct SuiteOptions {
 struct SpecFigure {
   double p = 0.0;
   std::string gamma;             // "1".."N" or "auto"
-  double plain_tok_per_s = 0.0;  // plain decoding of the same tokens, same run
+  double plain_tok_per_s = 0.0;  // plain decoding of the same tokens around the cases of this p
   double spec_tok_per_s = 0.0;
   double speedup = 0.0;           // median over runs of spec / plain
   double expected_speedup = 0.0;  // from p, gamma and the measured costs (auto: the best gamma)

@@ -290,12 +290,19 @@ ConcurrencyReport bench_concurrency(const std::string& model_dir, const std::str
 
   // Each run measures plain and then speculative streams back to back, and "x plain" is the median
   // of the runs' own ratios: this machine's speed drifts over minutes, so a ratio of two medians
-  // taken minutes apart would mostly measure the drift.
+  // taken minutes apart would mostly measure the drift. For the same reason a run of several plain
+  // streams starts with one plain stream alone, and plain "x one stream" is the median of the
+  // runs' own ratios too.
   for (int c : o.concurrency) {
     std::vector<ConcurrencyFigure> plain_runs, spec_runs;
-    std::vector<double> vs_plain, decode_vs_plain;
+    std::vector<double> vs_plain, decode_vs_plain, vs_one, decode_vs_one;
     for (int64_t run = 0; run < o.runs; ++run) {
+      const ConcurrencyFigure one = c > 1 ? run_streams(1, false) : ConcurrencyFigure{};
       plain_runs.push_back(run_streams(c, false));
+      if (one.aggregate_tok_per_s > 0)
+        vs_one.push_back(plain_runs.back().aggregate_tok_per_s / one.aggregate_tok_per_s);
+      if (one.decode_aggregate_tok_per_s > 0)
+        decode_vs_one.push_back(plain_runs.back().decode_aggregate_tok_per_s / one.decode_aggregate_tok_per_s);
       if (!drafter) continue;
       spec_runs.push_back(run_streams(c, true));
       const ConcurrencyFigure &p = plain_runs.back(), &q = spec_runs.back();
@@ -304,6 +311,8 @@ ConcurrencyReport bench_concurrency(const std::string& model_dir, const std::str
         decode_vs_plain.push_back(q.decode_aggregate_tok_per_s / p.decode_aggregate_tok_per_s);
     }
     ConcurrencyFigure& plain = report.figures.emplace_back(median_run(plain_runs));
+    if (!vs_one.empty()) plain.vs_one_stream = median(vs_one);
+    if (!decode_vs_one.empty()) plain.decode_vs_one_stream = median(decode_vs_one);
     {
       Scheduler scheduler(*model, pool, SchedulerOptions{c, o.step_rows, false});
       const std::vector<double> t =
@@ -323,11 +332,13 @@ ConcurrencyReport bench_concurrency(const std::string& model_dir, const std::str
                       "decode)",
                       c, o.runs, spec.vs_plain, spec.decode_vs_plain));
   }
+  // Speculative "x one stream" (and plain at concurrency 1): the ratio of the reported runs.
   for (ConcurrencyFigure& f : report.figures) {
+    const bool paired = !f.speculative && f.concurrency > 1;
     for (const ConcurrencyFigure& g : report.figures) {
-      if (g.speculative == f.speculative && g.concurrency == 1 && g.aggregate_tok_per_s > 0)
+      if (!paired && g.speculative == f.speculative && g.concurrency == 1 && g.aggregate_tok_per_s > 0)
         f.vs_one_stream = f.aggregate_tok_per_s / g.aggregate_tok_per_s;
-      if (g.speculative == f.speculative && g.concurrency == 1 && g.decode_aggregate_tok_per_s > 0)
+      if (!paired && g.speculative == f.speculative && g.concurrency == 1 && g.decode_aggregate_tok_per_s > 0)
         f.decode_vs_one_stream = f.decode_aggregate_tok_per_s / g.decode_aggregate_tok_per_s;
       if (!f.speculative && !g.speculative && g.concurrency == 1 && g.staggered_ttft_p50_ms > 0)
         f.staggered_ttft_vs_one = f.staggered_ttft_p50_ms / g.staggered_ttft_p50_ms;
@@ -393,8 +404,8 @@ std::string concurrency_markdown(const ConcurrencyReport& r) {
       " requests back to back, the clients' first requests spread evenly over one request's length; TTFT from "
       "each request's submission. Figures are the median run of " +
       std::to_string(r.options.runs) +
-      "; each run measures plain and then speculative streams back to back, and x plain is the median of the runs' "
-      "own ratios.\n\n";
+      "; each run measures one plain stream, then N plain streams, then N speculative streams back to back; plain x "
+      "one stream and x plain are medians of the runs' own ratios.\n\n";
   out +=
       "| streams | mode | aggregate tok/s | x one stream | x plain | decode aggregate tok/s | x one stream | x plain | "
       "per-stream tok/s | TTFT p50 ms | TTFT p99 ms | mean gamma | acceptance | staggered TTFT p50 ms | "

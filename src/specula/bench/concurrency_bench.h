@@ -7,8 +7,9 @@
 // (while every stream decodes), per-stream decode tok/s,
 // time to first token p50 / p99 (from the common start), and the speculative runs' mean gamma and
 // acceptance; ratios against one stream and against plain at the same concurrency, in one run.
-// With several runs, each run measures plain and then speculative streams back to back, and the
-// ratio against plain is the median of the runs' own ratios (the machine's speed drifts).
+// Each run measures one plain stream, then C plain streams, then C speculative streams back to
+// back; the ratios against plain and plain's against one stream are the medians of the runs' own
+// ratios (the machine's speed drifts).
 // Plain mode also runs staggered clients (each sends requests back to back, their first requests
 // spread over one request's length): the time to first token a server's users see.
 #include <cstdint>
@@ -53,8 +54,10 @@ struct ConcurrencyFigure {
   double wall_ms = 0.0;
   double mean_gamma = 0.0;  // drafts per round over every stream
   double acceptance_rate = 0.0;
-  double vs_one_stream = 0.0;  // aggregate / this mode's aggregate at concurrency 1 (if measured)
-  double vs_plain = 0.0;       // speculative: aggregate / plain's at the same concurrency (median of the runs' ratios)
+  // aggregate / this mode's aggregate at concurrency 1 (plain: the median of each run's ratio to one
+  // stream run just before it; speculative: of the reported runs, if concurrency 1 was measured)
+  double vs_one_stream = 0.0;
+  double vs_plain = 0.0;  // speculative: aggregate / plain's at the same concurrency (median of the runs' ratios)
   // Tokens per second while every stream decodes (from the last first token to the first last
   // token): the batching figure, without the prefills.
   double decode_aggregate_tok_per_s = 0.0;

@@ -4,7 +4,8 @@
 // then, through SpeculativeOptions::override_drafts, replaces each draft by the target's known
 // greedy continuation (recorded from a plain run) with probability p, and by a token the target
 // will reject otherwise. Acceptance then follows p exactly (per draft, as a prefix), and the
-// engine's efficiency shows against ideal_speedup().
+// engine's efficiency shows against ideal_speedup(). Which reference positions get a right draft
+// is drawn once per seed, so runs of different gammas at one seed meet the same positions.
 #include <cstdint>
 #include <memory>
 #include <vector>
