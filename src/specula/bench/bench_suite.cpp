@@ -70,9 +70,9 @@ struct SpecRunPlains {
 
 // One run of the speculative cases, grouped by acceptance. Plain decoding of the same tokens is
 // timed before the first group and after every group, and a case's speedup is over the geometric
-// mean of the two plain runs around its group: this machine's speed drifts over minutes, and a
-// single plain run before all the cases (a few minutes of them) made the speedups mostly measure
-// that drift. Odd runs take the groups and the gammas within them in reverse order, so that a
+// mean of the two plain runs around its group: this machine's speed drifts over minutes, and
+// against a single plain run before all the cases (minutes of them) the speedups would mostly
+// measure that drift. Odd runs take the groups and the gammas within them in reverse order, so that a
 // drift within a group does not favour the same gamma in every run.
 SpecRunPlains run_spec_cases(const TargetModel& model, TargetCache& cache, const Drafter& drafter,
                              const std::vector<int32_t>& prompt, const std::vector<int32_t>& reference,
