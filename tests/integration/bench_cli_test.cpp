@@ -37,6 +37,8 @@ void expect_thread_figures(const nlohmann::json& t, const std::string& where) {
   for (int w = 2; w <= 8; ++w)
     EXPECT_TRUE(positive_finite(verify.value(std::to_string(w), nlohmann::json()))) << where << " verify " << w;
   // The two roofs' floor: one per row count from 1, exactly 1 for one row, never below it.
+  EXPECT_TRUE(positive_finite(t.at("prefill_roof_tok_per_s"))) << where;
+  EXPECT_TRUE(positive_finite(t.at("prefill_roof_fraction"))) << where;
   const nlohmann::json& roof = t.at("compute_roof_gb_per_s");
   const nlohmann::json& floor = t.at("verify_floor_ratio");
   const nlohmann::json& floor_ms = t.at("forward_floor_ms");
@@ -102,7 +104,8 @@ TEST(BenchCli, MarkdownWithoutJson) {
         "| threads | decode step ms | drafter step | verify 2 |", "verify 8 |", "| 1 | measured ms |",
         "| 1 | floor ms |", "| 1 | floor ratio | 1.00 |", "| 1 | in-cache GB/s |",
         "speculative decoding at controlled acceptance", "| threads | p | plain tok/s | gamma 1 |", "| 1 | 0.7 |",
-        "| auto | auto / best fixed |", "Read bandwidth measured by this run", "6 tokens each"})
+        "| auto | auto / best fixed |", "of the matmul kernels' roof for it", "Read bandwidth measured by this run",
+        "6 tokens each"})
     EXPECT_NE(r.out.find(text), std::string::npos) << "missing: " << text << "\n" << r.out;
 }
 

@@ -49,6 +49,13 @@ TEST(BenchSuite, ForwardFloorFromTwoRoofs) {
   EXPECT_TRUE(bench::forward_floor_ms({{1, 5.0}}, 0.0, 1.0).empty());
 }
 
+TEST(BenchSuite, PrefillRoofIsTheRateTimesTheRowsOverTheBytes) {
+  EXPECT_DOUBLE_EQ(bench::prefill_roof_tok_per_s(60.0, 128, 30.0), 256.0);
+  EXPECT_DOUBLE_EQ(bench::prefill_roof_tok_per_s(60.0, 128, 0.0), 0.0);
+  EXPECT_DOUBLE_EQ(bench::prefill_roof_tok_per_s(0.0, 128, 30.0), 0.0);
+  EXPECT_DOUBLE_EQ(bench::prefill_roof_tok_per_s(60.0, 0, 30.0), 0.0);
+}
+
 TEST(BenchSuite, ComputeRoofRatesEveryWidth) {
   WeightMatrix like;
   like.format = WeightFormat::Affine;  // only the format and K matter: the probe sizes its own matrix

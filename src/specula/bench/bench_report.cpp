@@ -6,6 +6,7 @@
 
 #include "specula/bench/compute_roof.h"
 #include "specula/util/error.h"
+#include "specula/util/progress.h"
 
 namespace specula::bench {
 
@@ -78,8 +79,12 @@ nlohmann::json thread_json(const ModelFigures& m, const ThreadFigures& t, const 
                     {"mean_gamma", f.mean_gamma}});
   const double b = bandwidth_at(bw, t.threads);
   const std::map<int64_t, double> floor = floor_ms(m, t, bw);
+  const double prefill_roof = prefill_roof_tok_per_s(t.prefill_roof_bytes_per_s, t.prefill_roof_rows,
+                                                     static_cast<double>(m.prefill_bytes_per_token));
   return {{"threads", t.threads},
           {"prefill_tok_per_s", t.prefill_tok_per_s},
+          {"prefill_roof_tok_per_s", prefill_roof},
+          {"prefill_roof_fraction", prefill_roof > 0 ? t.prefill_tok_per_s / prefill_roof : 0.0},
           {"time_to_first_token_ms", t.ttft_ms},
           {"decode_tok_per_s", t.decode_tok_per_s},
           {"decode_ms_per_token", t.decode_ms_per_token},
@@ -123,6 +128,7 @@ nlohmann::json report_json(const SuiteReport& r) {
                       {"drafter_load_ms", m.drafter_load_ms},
                       {"drafter_weights", m.drafter_weights},
                       {"bytes_per_token", m.bytes_per_token},
+                      {"prefill_bytes_per_token", m.prefill_bytes_per_token},
                       {"bytes_on_disk", m.bytes_on_disk},
                       {"drafter_bytes_on_disk", m.drafter_bytes_on_disk},
                       {"kv_bytes", m.kv_bytes},
@@ -222,6 +228,17 @@ std::string report_markdown(const SuiteReport& r) {
       md += fmt::format("\n| {} | in-cache GB/s |", t.threads);
       for (const auto& [w, v] : gb(t.compute_roof_bytes_per_s)) md += fmt::format(" {:.0f} |", v);
       md += "\n";
+    }
+    for (const ThreadFigures& t : m.threads) {
+      const double roof = prefill_roof_tok_per_s(t.prefill_roof_bytes_per_s, t.prefill_roof_rows,
+                                                 static_cast<double>(m.prefill_bytes_per_token));
+      if (roof > 0)
+        md += fmt::format(
+            "\nPrefill, {} thread(s): {:.1f} tok/s, {:.0f} % of the matmul kernels' roof for it ({:.1f} tok/s: "
+            "their in-cache rate at {} rows, {:.2f} GB of weights/s, times the rows over the {} a prompt token "
+            "multiplies, the LM head aside)\n",
+            t.threads, t.prefill_tok_per_s, 100.0 * t.prefill_tok_per_s / roof, roof, t.prefill_roof_rows,
+            t.prefill_roof_bytes_per_s / 1e9, format_bytes(m.prefill_bytes_per_token));
     }
     if (m.drafter_dir.empty() || m.threads.empty() || m.threads.front().spec.empty()) continue;
     md += fmt::format(

@@ -12,6 +12,7 @@
 
 #include "specula/bench/compute_roof.h"
 #include "specula/io/checkpoint_summary.h"
+#include "specula/kernels/packed_affine.h"
 #include "specula/model/drafter.h"
 #include "specula/model/generate.h"
 #include "specula/model/target_benchmark.h"
@@ -219,6 +220,9 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
   // What a decode step reads: the packed copies where the fast kernels have them.
   fig.bytes_per_token = summary.bytes_per_token - model->weights().matrix_bytes_per_token(false) +
                         model->weights().matrix_bytes_per_token(true);
+  const WeightMatrix& head = model->weights().lm_head;
+  const auto head_bytes = static_cast<uint64_t>(head.packed != nullptr ? packed_bytes(head) : head.bytes());
+  fig.prefill_bytes_per_token = fig.bytes_per_token > head_bytes ? fig.bytes_per_token - head_bytes : 0;
   fig.bytes_on_disk = summary.bytes_on_disk;
   const int64_t context_needed =
       std::max(o.prompt_tokens + o.decode_tokens + o.max_verify_width + 1,
@@ -297,6 +301,9 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
     log(fmt::format("{}: matmul kernels in cache, {} thread(s), GB of weights/s: 1 row {:.0f}, {} rows {:.0f}", m.name,
                     t, tf.compute_roof_bytes_per_s.at(1) / 1e9, o.max_verify_width,
                     tf.compute_roof_bytes_per_s.at(o.max_verify_width) / 1e9));
+    tf.prefill_roof_rows = std::min(o.prompt_tokens, to.prefill_chunk);
+    tf.prefill_roof_bytes_per_s =
+        measure_prefill_roof(model->weights().lm_head, tf.prefill_roof_rows, o.precision, pool);
     tf.prefill_tok_per_s = median(s.prefill_tok_per_s);
     tf.ttft_ms = median(s.ttft_ms);
     tf.decode_tok_per_s = median(s.decode_tok_per_s);

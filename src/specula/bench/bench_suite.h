@@ -75,6 +75,9 @@ struct ThreadFigures {
   // rows -> weight bytes per second the matmul kernels get through with the weights in cache
   // (bench/compute_roof.h), 1..max_verify_width rows.
   std::map<int64_t, double> compute_roof_bytes_per_s;
+  // The same at the width of one prefill chunk (prefill_roof_rows X rows).
+  double prefill_roof_bytes_per_s = 0.0;
+  int64_t prefill_roof_rows = 0;
   std::optional<double> draft_step_ms;  // with a drafter
   std::optional<double> draft_step_ratio;
   std::vector<SpecFigure> spec;  // with a drafter
@@ -88,6 +91,9 @@ struct ModelFigures {
   double drafter_load_ms = 0.0;
   std::string drafter_weights;   // "as stored" or the affine copies made at load (model/drafter.h)
   uint64_t bytes_per_token = 0;  // weight bytes one decode step streams
+  // What a prompt token of a prefill multiplies: bytes_per_token less the LM head (a prefill takes
+  // the logits of its last row only).
+  uint64_t prefill_bytes_per_token = 0;
   uint64_t bytes_on_disk = 0;
   uint64_t drafter_bytes_on_disk = 0;
   uint64_t kv_bytes = 0;  // KV allocated at the longest context measured

@@ -31,11 +31,15 @@ void fill_small(void* out, size_t count, DType t) {
   std::fill_n(static_cast<uint16_t*>(out), count, v);
 }
 
-}  // namespace
-
-std::map<int64_t, double> measure_compute_roof(const WeightMatrix& like, int64_t max_rows, Precision precision,
-                                               ThreadPool& pool) {
-  if (max_rows < 1) fail("bench: compute roof rows {} must be >= 1", max_rows);
+// Weight bytes per second of matmuls of each of `widths` X rows (see measure_compute_roof).
+std::map<int64_t, double> in_cache_rates(const WeightMatrix& like, const std::vector<int64_t>& widths,
+                                         Precision precision, ThreadPool& pool) {
+  int64_t max_rows = 0;
+  for (int64_t m : widths) {
+    if (m < 1) fail("bench: compute roof rows {} must be >= 1", m);
+    max_rows = std::max(max_rows, m);
+  }
+  if (max_rows < 1) fail("bench: compute roof needs a width");
   if (like.cols < 1) fail("bench: compute roof needs a matrix with K >= 1 (got {})", like.cols);
   WeightMatrix w;
   w.format = like.format;
@@ -81,10 +85,10 @@ std::map<int64_t, double> measure_compute_roof(const WeightMatrix& like, int64_t
 
   // Passes over every width in turn, the best of each width kept: a slow stretch of this machine
   // (another tenant, a preempted vCPU) lowers some samples, never raises one.
-  for (int64_t m = 1; m <= max_rows; ++m) matmul(x.data(), m, w.cols, w, y.data(), w.rows, pool, precision);  // warm
+  for (int64_t m : widths) matmul(x.data(), m, w.cols, w, y.data(), w.rows, pool, precision);  // warm
   std::map<int64_t, double> out;
   for (int pass = 0; pass < kPasses; ++pass) {
-    for (int64_t m = 1; m <= max_rows; ++m) {
+    for (int64_t m : widths) {
       int64_t calls = 0;
       const auto t0 = Clock::now();
       double s = 0.0;
@@ -99,6 +103,20 @@ std::map<int64_t, double> measure_compute_roof(const WeightMatrix& like, int64_t
   return out;
 }
 
+}  // namespace
+
+std::map<int64_t, double> measure_compute_roof(const WeightMatrix& like, int64_t max_rows, Precision precision,
+                                               ThreadPool& pool) {
+  if (max_rows < 1) fail("bench: compute roof rows {} must be >= 1", max_rows);
+  std::vector<int64_t> widths;
+  for (int64_t m = 1; m <= max_rows; ++m) widths.push_back(m);
+  return in_cache_rates(like, widths, precision, pool);
+}
+
+double measure_prefill_roof(const WeightMatrix& like, int64_t rows, Precision precision, ThreadPool& pool) {
+  return in_cache_rates(like, {rows}, precision, pool).at(rows);
+}
+
 std::map<int64_t, double> forward_floor_ms(const std::map<int64_t, double>& roof, double bandwidth_bytes_per_s,
                                            double bytes) {
   std::map<int64_t, double> out;
@@ -111,6 +129,11 @@ std::map<int64_t, double> forward_floor_ms(const std::map<int64_t, double>& roof
     out[rows] = 1e3 * bytes * std::max(1.0 / bandwidth_bytes_per_s, 1.0 / rate);
   }
   return out;
+}
+
+double prefill_roof_tok_per_s(double rate, int64_t rows, double bytes_per_token) {
+  if (!(bytes_per_token > 0.0) || !(rate > 0.0) || rows < 1) return 0.0;
+  return rate * static_cast<double>(rows) / bytes_per_token;
 }
 
 }  // namespace specula::bench

@@ -8,6 +8,7 @@
 // The bench prints these floors beside the measured forwards.
 #include <cstdint>
 #include <map>
+#include <vector>
 
 #include "specula/kernels/matmul.h"
 #include "specula/kernels/weight_matrix.h"
@@ -27,5 +28,15 @@ std::map<int64_t, double> measure_compute_roof(const WeightMatrix& like, int64_t
 // width's (more rows never take less). Empty without roof[1] or a positive bandwidth.
 std::map<int64_t, double> forward_floor_ms(const std::map<int64_t, double>& roof, double bandwidth_bytes_per_s,
                                            double bytes);
+
+// The same rate for one width: a prefill chunk of `rows` X rows (the kernels then pass over the X
+// rows in L2-sized groups for every block of W rows, as in a real prefill).
+double measure_prefill_roof(const WeightMatrix& like, int64_t rows, Precision precision, ThreadPool& pool);
+
+// The most tokens per second a prefill's matmuls can reach: a chunk multiplies every weight with
+// `rows` rows, so it is bound by the kernels' in-cache rate at that width, `rate` weight bytes per
+// second, times the rows over the weight bytes of one token. 0 unless every input is positive.
+// Attention and the other per-row work come on top.
+double prefill_roof_tok_per_s(double rate, int64_t rows, double bytes_per_token);
 
 }  // namespace specula::bench
