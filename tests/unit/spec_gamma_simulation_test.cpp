@@ -31,7 +31,7 @@ struct Machine {
 // Verify ratios as `specula bench` measured them on the 2-core Zen 5 VM (E4B 4-bit, 2 threads):
 // flat up to 3 rows, then ~0.3 of a step per extra row.
 Machine cpu_machine() { return {{0.0, 1.0, 1.0, 1.05, 1.25, 1.5, 1.8, 2.1, 2.45, 2.7}}; }
-// As `specula bench` measured them on the same VM a day later (2026-12-05, one run's medians):
+// As `specula bench` measured them on that VM another day (one run's medians):
 // verify ratios 1.09, 1.10, 1.18, 1.20, 1.53, 1.58, 1.88, 2.20 for 2-9 rows, the drafter step 0.019,
 // while the one-row step moved between ~44 and ~68 ms from one second to the next.
 Machine drifting_cpu_machine() {

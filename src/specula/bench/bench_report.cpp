@@ -58,6 +58,12 @@ std::map<int64_t, double> floor_ms(const ModelFigures& m, const ThreadFigures& t
                           static_cast<double>(m.bytes_per_token));
 }
 
+// The most a prefill's matmuls allow, tok/s (bench/compute_roof.h); 0 if not measured.
+double prefill_roof(const ModelFigures& m, const ThreadFigures& t) {
+  return prefill_roof_tok_per_s(t.prefill_roof_bytes_per_s, t.prefill_roof_rows,
+                                static_cast<double>(m.prefill_bytes_per_token));
+}
+
 // The same floors over the one-row floor (what a verify cost ratio could be at best).
 std::map<int64_t, double> floor_ratios(const std::map<int64_t, double>& floor) {
   std::map<int64_t, double> out;
@@ -79,12 +85,11 @@ nlohmann::json thread_json(const ModelFigures& m, const ThreadFigures& t, const 
                     {"mean_gamma", f.mean_gamma}});
   const double b = bandwidth_at(bw, t.threads);
   const std::map<int64_t, double> floor = floor_ms(m, t, bw);
-  const double prefill_roof = prefill_roof_tok_per_s(t.prefill_roof_bytes_per_s, t.prefill_roof_rows,
-                                                     static_cast<double>(m.prefill_bytes_per_token));
+  const double prefill = prefill_roof(m, t);
   return {{"threads", t.threads},
           {"prefill_tok_per_s", t.prefill_tok_per_s},
-          {"prefill_roof_tok_per_s", prefill_roof},
-          {"prefill_roof_fraction", prefill_roof > 0 ? t.prefill_tok_per_s / prefill_roof : 0.0},
+          {"prefill_roof_tok_per_s", prefill},
+          {"prefill_roof_fraction", prefill > 0 ? t.prefill_tok_per_s / prefill : 0.0},
           {"time_to_first_token_ms", t.ttft_ms},
           {"decode_tok_per_s", t.decode_tok_per_s},
           {"decode_ms_per_token", t.decode_ms_per_token},
@@ -230,8 +235,7 @@ std::string report_markdown(const SuiteReport& r) {
       md += "\n";
     }
     for (const ThreadFigures& t : m.threads) {
-      const double roof = prefill_roof_tok_per_s(t.prefill_roof_bytes_per_s, t.prefill_roof_rows,
-                                                 static_cast<double>(m.prefill_bytes_per_token));
+      const double roof = prefill_roof(m, t);
       if (roof > 0)
         md += fmt::format(
             "\nPrefill, {} thread(s): {:.1f} tok/s, {:.0f} % of the matmul kernels' roof for it ({:.1f} tok/s: "
