@@ -67,7 +67,7 @@ void add_run_command(CLI::App& app) {
       ->check(in_range(limits::kContext));
   cmd->add_option("--precision", args->precision,
                   "matmul precision: fast (int16 / bf16 activations in the inner products where the CPU has VNNI / "
-                  "AVX512-BF16), exact (f32) or int8 (as fast, int8 activations for 4/8-bit matrices: cheaper "
+                  "AVX512-BF16), exact (f32) or int8 (as fast, int8 activations for quantized matrices: cheaper "
                   "multi-row verifies and prefill, far larger rounding error)")
       ->check(CLI::IsMember({"exact", "fast", "int8"}))
       ->capture_default_str();

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -51,16 +52,16 @@ double relative_error(const ForwardOutput& out, const std::vector<std::vector<do
   return max_diff / max_abs;
 }
 
-// True when this CPU runs the fast kernels for the case's matrices (4/8-bit affine with the AVX2
-// kernel set or AVX-512 VNNI, bf16 with AVX512-BF16): then fast logits must differ from exact
-// ones, or the test is not testing them.
+// True when this CPU runs the fast kernels for the case's matrices (affine "qBgG" cases of any
+// width with the AVX2 kernel set or AVX-512 VNNI, bf16 with AVX512-BF16): then fast logits must
+// differ from exact ones, or the test is not testing them.
 bool expects_fast_kernels(const std::string& name) {
-  if (name.find("q4") != std::string::npos || name.find("q8") != std::string::npos) return active_isa() >= Isa::Avx2;
+  if (std::regex_search(name, std::regex("q[2-8]g[0-9]"))) return active_isa() >= Isa::Avx2;
   if (name.find("bf16") != std::string::npos) return active_isa() == Isa::Avx512 && cpu_features().avx512bf16;
   return false;
 }
 
-// True when int8 precision changes any product of the case on this CPU: its 4/8-bit matrices run
+// True when int8 precision changes any product of the case on this CPU: its affine matrices run
 // the fast kernels (bf16 matrices run the same kernel in both modes).
 bool expects_int8_kernels(const std::string& name) {
   return expects_fast_kernels(name) && name.find("bf16") == std::string::npos;
@@ -173,10 +174,10 @@ TEST_P(FastPrecision, Int8LogitsDifferFromFastAndStayNearTheGolden) {
   bool differs = false;
   for (size_t r = 0; r < prompt.size(); ++r)
     differs |= std::memcmp(out.logits_row(r), ref.logits_row(r), sizeof(float) * out.vocab_size) != 0;
-  EXPECT_EQ(differs, int8_kernels) << GetParam() << ": int8 changes exactly the 4/8-bit matrices' products";
+  EXPECT_EQ(differs, int8_kernels) << GetParam() << ": int8 changes exactly the affine matrices' products";
 }
 
-// Int8 changes only the products of 4/8-bit matrices on the fast kernels; where this CPU or case
+// Int8 changes only the products of affine matrices on the fast kernels; where this CPU or case
 // has none, int8 runs fast's kernels bit for bit and a second pass would repeat the first.
 TEST_P(FastPrecision, SpeculativeEqualsPlainPastTheWindow) {
   const bool int8_kernels = expects_int8_kernels(GetParam());

@@ -128,9 +128,9 @@ TEST_P(GgufTypes, LoadedWeightsEqualTheReferenceDequantization) {
     }
   }
   EXPECT_GT(quantized, 0u) << "no tensor of type " << GetParam();
-  // Q4_K and Q6_K matrices keep their shared scale structure for the fast kernels (the only
-  // K-quant rows here that are whole superblocks: down_proj's 256 inputs).
-  const bool shared = GetParam() == "q4_k" || GetParam() == "q6_k";
+  // K-quant matrices keep their shared scale structure for the fast kernels (the only K-quant rows
+  // here that are whole superblocks: down_proj's 256 inputs).
+  const bool shared = GetParam() == "q4_k" || GetParam() == "q5_k" || GetParam() == "q6_k";
   EXPECT_EQ(loaded.layers[0].down_proj.quant.superblock, shared ? 256 : 0);
 
   const std::vector<int32_t> prompt = {2, 17, 99, 5, 311, 42, 7};

@@ -48,6 +48,10 @@ std::vector<Case> cases() {
     for (int gs : {32, 64, 128})
       for (DType sd : {DType::BF16, DType::F16, DType::F32}) out.push_back({bits, gs, sd});
   for (DType sd : {DType::BF16, DType::F16, DType::F32}) out.push_back({8, 16, sd});  // GGUF Q6_K
+  // Narrower codes, widened to the 4- or 8-bit layout when packed.
+  for (const Case& c : {Case{2, 32, DType::F16}, Case{3, 64, DType::BF16}, Case{5, 32, DType::F32},
+                        Case{6, 64, DType::F16}, Case{5, 16, DType::F32}, Case{6, 16, DType::F32}})
+    out.push_back(c);
   return out;
 }
 
@@ -185,9 +189,12 @@ TEST(MatmulFastAvx2, DispatchAndNames) {
   std::mt19937 rng(1);
   const auto q4 = weights({4, 64, DType::BF16}, 16, 128, rng);
   const auto q3 = test::random_weights(WeightFormat::Affine, 3, 64, DType::BF16, 16, 128, rng);
+  const auto q4g16 = test::random_weights(WeightFormat::Affine, 4, 16, DType::BF16, 16, 128, rng);
   const auto bf16 = test::random_weights(WeightFormat::BF16, 0, 0, DType::BF16, 16, 128, rng);
   EXPECT_TRUE(fast_matmul_supported(q4.w));
-  EXPECT_FALSE(fast_matmul_supported(q3.w));
+  EXPECT_TRUE(fast_matmul_supported(q3.w));  // widened to 4-bit codes
+  EXPECT_FALSE(fast_matmul_supported(q4g16.w));
+  EXPECT_STREQ(fast_kernel_name(q3.w, Precision::Int8), "avx2 int8");
   EXPECT_FALSE(fast_matmul_supported(bf16.w));
   EXPECT_STREQ(fast_kernel_name(q4.w, Precision::Fast), "avx2 int16");
   EXPECT_STREQ(fast_kernel_name(q4.w, Precision::Int8), "avx2 int8");
@@ -195,9 +202,9 @@ TEST(MatmulFastAvx2, DispatchAndNames) {
   EXPECT_STREQ(fast_kernel_name(q8.w, Precision::Int8), "avx2 int16 (int8 levels)");
   EXPECT_EQ(fast_kernel_name(q4.w, Precision::Exact), nullptr);
   EXPECT_EQ(fast_kernel_name(bf16.w, Precision::Fast), nullptr);
-  EXPECT_EQ(fast_kernels_summary(Precision::Fast), "fast: avx2 int16 for 4/8-bit, fast→exact fallback for bf16");
+  EXPECT_EQ(fast_kernels_summary(Precision::Fast), "fast: avx2 int16 for 2-8-bit, fast→exact fallback for bf16");
   EXPECT_EQ(fast_kernels_summary(Precision::Int8),
-            "int8: avx2 int8 for 4-bit, avx2 int16 (int8 levels) for 8-bit, fast→exact fallback for bf16");
+            "int8: avx2 int8 for 2-4-bit, avx2 int16 (int8 levels) for 5-8-bit, fast→exact fallback for bf16");
   EXPECT_EQ(fast_kernels_summary(Precision::Exact), "");
   set_active_isa(Isa::Scalar);
   EXPECT_FALSE(fast_matmul_supported(q4.w));
@@ -212,7 +219,7 @@ TEST(MatmulFastAvx2, BitwiseEqualToTheAvx512Model) {
   std::mt19937 rng(404);
   for (const Case& c : cases()) {
     for (int64_t k : {int64_t{c.gs}, int64_t{96}, int64_t{384}}) {
-      if (k % c.gs != 0) continue;
+      if (k % c.gs != 0 || k * c.bits % 32 != 0) continue;
       const int64_t n = k == 96 ? 37 : 21, m = 9;
       const auto wt = weights(c, n, k, rng);
       const std::vector<float> x = random_x(m, k, rng);

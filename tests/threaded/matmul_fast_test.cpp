@@ -46,8 +46,13 @@ std::vector<Spec> fast_formats() {
       for (DType sd : {DType::BF16, DType::F16, DType::F32}) out.push_back({WeightFormat::Affine, bits, gs, sd});
     }
   }
-  // Groups of 16 (GGUF Q6_K): 8-bit only, on the AVX2 kernel whatever the CPU.
+  // Codes of 2, 3, 5 and 6 bits, widened to the 4- and 8-bit layouts when packed.
+  for (int bits : {2, 3, 5, 6}) {
+    for (int gs : {32, 64}) out.push_back({WeightFormat::Affine, bits, gs, bits % 2 == 0 ? DType::F32 : DType::BF16});
+  }
+  // Groups of 16 (GGUF Q6_K): codes of 5 to 8 bits.
   for (DType sd : {DType::BF16, DType::F16, DType::F32}) out.push_back({WeightFormat::Affine, 8, 16, sd});
+  for (int bits : {5, 6}) out.push_back({WeightFormat::Affine, bits, 16, DType::F32});
   return out;
 }
 
@@ -119,16 +124,16 @@ TEST(MatmulFast, SupportFollowsFormatAndCpu) {
         Spec{WeightFormat::Affine, 3, 64, DType::BF16}, Spec{WeightFormat::BF16, 0, 0, DType::BF16},
         Spec{WeightFormat::F16, 0, 0, DType::F16}, Spec{WeightFormat::F32, 0, 0, DType::F32}}) {
     const Weights wt = make_weights(spec, 4, 128, rng);
-    // Affine 4/8-bit: the VNNI kernel or, under the AVX2 kernel set (and without VNNI), the AVX2
-    // kernel with the same bytes; bf16: only with AVX-512 BF16.
-    const bool affine48 = spec.format == WeightFormat::Affine && (spec.bits == 4 || spec.bits == 8);
+    // Affine, every width: the VNNI kernel or, under the AVX2 kernel set (and without VNNI), the
+    // AVX2 kernel with the same bytes; bf16: only with AVX-512 BF16.
+    const bool affine = spec.format == WeightFormat::Affine;
     set_active_isa(detected_isa());
-    bool want = affine48 && detected_isa() >= Isa::Avx2;
+    bool want = affine && detected_isa() >= Isa::Avx2;
     if (detected_isa() == Isa::Avx512 && spec.format == WeightFormat::BF16) want = f.avx512bf16;
     EXPECT_EQ(fast_matmul_supported(wt.w), want) << spec.name();
     if (detected_isa() >= Isa::Avx2) {
       set_active_isa(Isa::Avx2);
-      EXPECT_EQ(fast_matmul_supported(wt.w), affine48) << spec.name();
+      EXPECT_EQ(fast_matmul_supported(wt.w), affine) << spec.name();
     }
     set_active_isa(Isa::Scalar);
     EXPECT_FALSE(fast_matmul_supported(wt.w)) << spec.name();
@@ -142,17 +147,19 @@ TEST(MatmulFast, SupportFollowsFormatAndCpu) {
   EXPECT_THROW(parse_precision("Fast"), Error);
 }
 
-// Groups of 16 come only from GGUF Q6_K (8-bit codes): the fast kernels of the CPU run them (AVX-512
-// VNNI or AVX2); 4-bit groups of 16 have no fast kernel and run the exact one.
+// Groups of 16 come only from GGUF Q6_K: with codes of 5 to 8 bits the fast kernels of the CPU run
+// them (AVX-512 VNNI or AVX2); 4-bit groups of 16 have no fast kernel and run the exact one.
 TEST(MatmulFast, GroupsOf16RunTheFastKernels) {
   IsaGuard guard;
   std::mt19937 rng(4);
   const Weights q8 = make_weights({WeightFormat::Affine, 8, 16, DType::F32}, 4, 128, rng);
+  const Weights q6 = make_weights({WeightFormat::Affine, 6, 16, DType::F32}, 4, 128, rng);
   const Weights q4 = make_weights({WeightFormat::Affine, 4, 16, DType::F32}, 4, 128, rng);
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
     if (isa > detected_isa()) continue;
     set_active_isa(isa);
     EXPECT_EQ(fast_matmul_supported(q8.w), isa >= Isa::Avx2) << isa_name(isa);
+    EXPECT_EQ(fast_matmul_supported(q6.w), isa >= Isa::Avx2) << isa_name(isa);
     EXPECT_EQ(fast_kernel_name(q8.w, Precision::Fast) != nullptr ? std::string(fast_kernel_name(q8.w, Precision::Fast))
                                                                  : std::string("none"),
               isa == Isa::Avx512 && cpu_features().avx512vnni ? "avx512 vnni"
@@ -253,8 +260,7 @@ TEST(MatmulFast, FallsBackToExactKernels) {
   std::mt19937 rng(15);
   const int64_t m = 5, n = 19, k = 128;
   std::vector<Spec> specs = fast_formats();
-  specs.push_back({WeightFormat::Affine, 3, 32, DType::BF16});
-  specs.push_back({WeightFormat::Affine, 6, 64, DType::F16});
+  specs.push_back({WeightFormat::Affine, 4, 16, DType::BF16});
   specs.push_back({WeightFormat::F16, 0, 0, DType::F16});
   specs.push_back({WeightFormat::F32, 0, 0, DType::F32});
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {

@@ -30,6 +30,9 @@ std::vector<Format> packable_formats() {
     }
   }
   for (DType sd : {DType::BF16, DType::F16, DType::F32}) out.push_back({8, 16, sd});  // GGUF Q6_K
+  // Narrower codes, widened to the 4- or 8-bit layout.
+  for (int bits : {2, 3, 5, 6}) out.push_back({bits, 32, DType::F16});
+  for (int bits : {5, 6}) out.push_back({bits, 16, DType::F32});
   return out;
 }
 
@@ -37,7 +40,7 @@ std::vector<Format> packable_formats() {
 uint32_t packed_code(const WeightMatrix& w, const uint8_t* packed, int64_t n, int64_t k) {
   const int64_t block = n / kPackedRows, j = n % kPackedRows, g = k / w.group_size, kk = k % w.group_size;
   const uint8_t* group = packed + (block * w.groups_per_row() + g) * packed_group_bytes(w);
-  if (w.bits == 8) return group[(kk / 2) * 32 + 2 * j + kk % 2];
+  if (packed_code_bits(w) == 8) return group[(kk / 2) * 32 + 2 * j + kk % 2];
   const uint8_t byte = group[(kk / 4) * 32 + 2 * j + (kk % 4) % 2];
   return (kk % 4) < 2 ? byte & 0x0f : byte >> 4;
 }
@@ -121,14 +124,32 @@ TEST(PackedAffine, LeavesOtherFormatsAlone) {
   std::mt19937 rng(7);
   ThreadPool one(1);
   test::RandomWeights bf16 = test::random_weights(WeightFormat::BF16, 0, 0, DType::BF16, 8, 64, rng);
-  test::RandomWeights q3 = test::random_weights(WeightFormat::Affine, 3, 32, DType::BF16, 8, 64, rng);
-  WeightMatrix* list[] = {&bf16.w, &q3.w};
+  test::RandomWeights q4g16 = test::random_weights(WeightFormat::Affine, 4, 16, DType::BF16, 8, 64, rng);
+  WeightMatrix* list[] = {&bf16.w, &q4g16.w};
   int calls = 0;
   const PackedBuffer buffer = pack_matrices(list, one, [&](const WeightMatrix&) { ++calls; });
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(buffer.size(), 0u);
   EXPECT_EQ(bf16.w.packed, nullptr);
-  EXPECT_EQ(q3.w.packed, nullptr);
+  EXPECT_EQ(q4g16.w.packed, nullptr);
+}
+
+// Codes narrower than their layout take the layout's bytes: 2- and 3-bit codes those of 4-bit, 5-
+// and 6-bit codes those of 8-bit.
+TEST(PackedAffine, NarrowCodesTakeTheWiderLayoutsBytes) {
+  std::mt19937 rng(10);
+  for (const auto& [bits, wider] : {std::pair{2, 4}, {3, 4}, {5, 8}, {6, 8}}) {
+    test::RandomWeights narrow = test::random_weights(WeightFormat::Affine, bits, 32, DType::F16, 20, 128, rng);
+    WeightMatrix as_wide = narrow.w;
+    as_wide.bits = wider;
+    EXPECT_EQ(packed_code_bits(narrow.w), wider);
+    EXPECT_EQ(packed_bytes(narrow.w), packed_bytes(as_wide)) << bits;
+  }
+  const test::RandomWeights q5 = test::random_weights(WeightFormat::Affine, 5, 16, DType::F32, 4, 64, rng);
+  WeightMatrix odd = q5.w;
+  odd.cols = 48;
+  EXPECT_TRUE(packable(q5.w));
+  EXPECT_FALSE(packable(odd)) << "a row of 48 5-bit codes is not a whole number of words";
 }
 
 // K = 16384 makes a prefill pass (kFastPrefillBytes of int16 X rows) 16 rows long: 40 rows take

@@ -66,9 +66,9 @@ FastKernel fast_kernel(const WeightMatrix& w) {
 #if defined(SPECULA_X86)
   const Isa isa = active_isa();
   const CpuFeatures& f = cpu_features();
-  // Groups of 16 come only from GGUF Q6_K, as 8-bit codes.
-  if (w.format == WeightFormat::Affine && w.group_size == 16 && w.bits != 8) return FastKernel::None;
-  if (w.format == WeightFormat::Affine && (w.bits == 4 || w.bits == 8)) {
+  // Every affine width has a packed layout (4- or 8-bit codes); groups of 16 (GGUF Q6_K) only with
+  // 8-bit codes.
+  if (w.format == WeightFormat::Affine && packable(w)) {
     if (isa == Isa::Avx512 && f.avx512vnni) return FastKernel::Avx512Vnni;
     if (isa >= Isa::Avx2) return FastKernel::Avx2Int16;  // the same bytes, more instructions
   }
@@ -110,7 +110,7 @@ void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, 
     job.block_bytes = packed_block_bytes(w);
     job.params = {w.scale_dtype, packed_superblock_groups(w)};
     // AVX2 keeps int8 codes in int16 words for 8-bit weights (see matmul_fast_avx2.cpp).
-    if (int8 && (!avx2 || w.bits == 4)) {
+    if (int8 && (!avx2 || packed_code_bits(w) == 4)) {
       xq8.resize(static_cast<size_t>(m * w.cols));
       job.xq8 = xq8.data();
     } else {
@@ -159,7 +159,7 @@ const char* fast_kernel_name(const WeightMatrix& w, Precision precision) {
     case FastKernel::Avx512Vnni: return int8 ? "avx512 vnni int8" : "avx512 vnni";
     case FastKernel::Avx2Int16:
       if (!int8) return "avx2 int16";
-      return w.bits == 4 ? "avx2 int8" : "avx2 int16 (int8 levels)";
+      return packed_code_bits(w) == 4 ? "avx2 int8" : "avx2 int16 (int8 levels)";
     case FastKernel::Avx512Bf16: return "avx512 bf16";
     case FastKernel::None: break;
   }
@@ -172,12 +172,16 @@ std::string fast_kernels_summary(Precision precision) {
     WeightMatrix w;
     w.format = format;
     w.bits = bits;
+    w.rows = kPackedRows;
+    w.cols = 128;
+    w.group_size = 32;
     const char* n = fast_kernel_name(w, precision);
     return n != nullptr ? std::string(n) : std::string("fast→exact fallback");
   };
+  // The packed code widths: 2-4-bit codes run as 4-bit, 5-8-bit ones as 8-bit.
   const std::string q4 = name(WeightFormat::Affine, 4), q8 = name(WeightFormat::Affine, 8);
   std::string s = std::string(precision_name(precision)) + ": ";
-  s += q4 == q8 ? q4 + " for 4/8-bit, " : q4 + " for 4-bit, " + q8 + " for 8-bit, ";
+  s += q4 == q8 ? q4 + " for 2-8-bit, " : q4 + " for 2-4-bit, " + q8 + " for 5-8-bit, ";
   return s + name(WeightFormat::BF16, 0) + " for bf16";
 }
 

@@ -20,7 +20,7 @@ namespace specula {
 // and the KV cache stay f32. All three modes are batch invariant and deterministic. Quantized
 // matrices are read in the packed layout of kernels/packed_affine.h (WeightMatrix::packed, set
 // once by the models at load; packed per call otherwise, with the same result).
-// Int8: as Fast, with the affine 4/8-bit matrices' activations quantized to int8 per group
+// Int8: as Fast, with the affine matrices' activations quantized to int8 per group
 // (`vpdpbusd`: twice the multiply-adds per instruction of the int16 path, so verifies of several
 // rows cost less; on AVX2 the same bytes, faster than Fast for 4-bit weights only),
 // at the price of 130-370x the int16 path's logit error on the golden models
@@ -61,8 +61,8 @@ bool fast_matmul_supported(const WeightMatrix& w);
 // "avx2 int16", "avx2 int8" (4-bit) or "avx2 int16 (int8 levels)" (8-bit), "avx512 bf16"; nullptr for
 // the exact kernels.
 const char* fast_kernel_name(const WeightMatrix& w, Precision precision);
-// For logs and `specula bench`: the fast kernels of 4/8-bit and bf16 matrices under `precision`
-// on this CPU, e.g. "fast: avx2 int16 for 4/8-bit, fast→exact fallback for bf16"; empty for exact.
+// For logs and `specula bench`: the fast kernels of affine and bf16 matrices under `precision` on
+// this CPU, e.g. "fast: avx2 int16 for 2-8-bit, fast→exact fallback for bf16"; empty for exact.
 std::string fast_kernels_summary(Precision precision);
 
 namespace reference {
@@ -71,7 +71,7 @@ void matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float
 
 // Scalar reference of the fast math, whatever the CPU (float64 sums of the exactly computed
 // products; the kernels are held to it with a tolerance):
-//  * affine 4/8-bit: per row r and group g, s = max|x| / L,
+//  * affine (any width): per row r and group g, s = max|x| / L,
 //    xq = round-half-even(x * L / max|x|) with L = 32767 (int16; Int8: L = 127),
 //    y = sum_g scale_g * s * (sum_j q_j xq_j) + sum_g bias_g * (sum_j x_j);
 //  * BF16: hi = bf16(x), lo = bf16(x - hi) (nearest even), y = sum_j w_j * (hi_j + lo_j);

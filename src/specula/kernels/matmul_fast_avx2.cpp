@@ -268,11 +268,12 @@ struct AffineKernels {
 
 template <int BITS>
 const AffineBlockFn* affine_kernels(int gs, bool shared) {
-  // The shared-factor formats here: Q4_K (4-bit groups of 32) and Q6_K (8-bit groups of 16).
+  // The shared-factor formats here: Q4_K (4-bit groups of 32), Q5_K (8-bit codes in groups of 32)
+  // and Q6_K (8-bit groups of 16).
   if constexpr (BITS == 4) {
     if (shared) return AffineKernels<4, 32, true>::by_rows;
   } else {
-    if (shared) return AffineKernels<8, 16, true>::by_rows;
+    if (shared) return gs == 16 ? AffineKernels<8, 16, true>::by_rows : AffineKernels<8, 32, true>::by_rows;
     if (gs == 16) return AffineKernels<8, 16>::by_rows;
   }
   return gs == 32   ? AffineKernels<BITS, 32>::by_rows
@@ -386,7 +387,7 @@ void matmul_fast_avx2_blocks(const FastJob& job, int64_t b0, int64_t b1) {
   const int64_t m = job.m, k = w.cols;
   const bool shared = job.params.superblock_groups > 0;
   const AffineBlockFn* kernels =
-      w.bits == 4 ? affine_kernels<4>(w.group_size, shared) : affine_kernels<8>(w.group_size, shared);
+      packed_code_bits(w) == 4 ? affine_kernels<4>(w.group_size, shared) : affine_kernels<8>(w.group_size, shared);
   const AffineBlockI8Fn* kernels_i8 = affine_kernels_i8(w.group_size, shared);  // 4-bit codes, int8 X (job.xq8)
   const int64_t block_bytes = job.block_bytes;
   int64_t pass = kFastPrefillBytes / ((job.xq8 != nullptr ? 1 : 2) * k) / kMatmulRowBlock * kMatmulRowBlock;

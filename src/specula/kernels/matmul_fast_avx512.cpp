@@ -226,11 +226,12 @@ struct AffineKernels {
 
 template <int BITS>
 const AffineBlockFn* affine_kernels(int gs, bool shared) {
-  // The shared-factor formats: Q4_K (4-bit groups of 32) and Q6_K (8-bit groups of 16).
+  // The shared-factor formats: Q4_K (4-bit groups of 32), Q5_K (8-bit codes in groups of 32) and
+  // Q6_K (8-bit groups of 16).
   if constexpr (BITS == 4) {
     if (shared) return AffineKernels<4, 32, true>::by_rows;
   } else {
-    if (shared) return AffineKernels<8, 16, true>::by_rows;
+    if (shared) return gs == 16 ? AffineKernels<8, 16, true>::by_rows : AffineKernels<8, 32, true>::by_rows;
     if (gs == 16) return AffineKernels<8, 16>::by_rows;
   }
   return gs == 32   ? AffineKernels<BITS, 32>::by_rows
@@ -334,7 +335,7 @@ const AffineBlockI8Fn* affine_kernels_i8(int gs, bool shared) {
   if constexpr (BITS == 4) {
     if (shared) return AffineKernelsI8<4, 32, true>::by_rows;
   } else {
-    if (shared) return AffineKernelsI8<8, 16, true>::by_rows;
+    if (shared) return gs == 16 ? AffineKernelsI8<8, 16, true>::by_rows : AffineKernelsI8<8, 32, true>::by_rows;
     if (gs == 16) return AffineKernelsI8<8, 16>::by_rows;
   }
   return gs == 32   ? AffineKernelsI8<BITS, 32>::by_rows
@@ -349,10 +350,11 @@ void affine_blocks(const FastJob& job, int64_t b0, int64_t b1) {
   const int64_t m = job.m, k = w.cols;
   const bool int8 = job.xq8 != nullptr;
   const bool shared = job.params.superblock_groups > 0;
+  const bool four = packed_code_bits(w) == 4;
   const AffineBlockFn* kernels =
-      w.bits == 4 ? affine_kernels<4>(w.group_size, shared) : affine_kernels<8>(w.group_size, shared);
+      four ? affine_kernels<4>(w.group_size, shared) : affine_kernels<8>(w.group_size, shared);
   const AffineBlockI8Fn* kernels_i8 =
-      w.bits == 4 ? affine_kernels_i8<4>(w.group_size, shared) : affine_kernels_i8<8>(w.group_size, shared);
+      four ? affine_kernels_i8<4>(w.group_size, shared) : affine_kernels_i8<8>(w.group_size, shared);
   const int64_t block_bytes = job.block_bytes;
   int64_t pass = kFastPrefillBytes / ((int8 ? 1 : 2) * k) / kMatmulRowBlock * kMatmulRowBlock;
   if (pass < kMatmulRowBlock) pass = kMatmulRowBlock;

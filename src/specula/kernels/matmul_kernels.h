@@ -48,7 +48,7 @@ struct FastJob {
   const WeightMatrix* w = nullptr;
   float* y = nullptr;
   int64_t ldy = 0;
-  // Affine 4/8-bit: W in the packed layout (kernels/packed_affine.h), X as int16 per group.
+  // Affine: W in the packed layout (kernels/packed_affine.h), X as int16 per group.
   const uint8_t* packed = nullptr;
   int64_t block_bytes = 0;          // packed bytes of one block of 16 W rows
   PackedParams params;              // how its groups' scales and biases are stored
@@ -87,13 +87,13 @@ void matmul_avx2_prepare(MatmulJob& job);
 void matmul_avx2_rows(const MatmulJob& job, int worker, int64_t n0, int64_t n1);
 void matmul_avx512_prepare(MatmulJob& job);
 void matmul_avx512_rows(const MatmulJob& job, int worker, int64_t n0, int64_t n1);
-// Needs AVX-512 VNNI (affine 4/8-bit) or AVX-512 BF16 (bf16 weights); see matmul.cpp.
+// Needs AVX-512 VNNI (affine) or AVX-512 BF16 (bf16 weights); see matmul.cpp.
 void matmul_fast_avx512_prepare(const FastJob& job, int64_t r0, int64_t r1);
 // Affine: packed blocks [b0, b1) (16 W rows each) for all X rows.
 void matmul_fast_avx512_blocks(const FastJob& job, int64_t b0, int64_t b1);
 // BF16: W rows [n0, n1) for all X rows.
 void matmul_fast_avx512_rows(const FastJob& job, int64_t n0, int64_t n1);
-// AVX2 (matmul_fast_avx2.cpp): affine 4/8-bit only; the AVX-512 VNNI kernel's bytes.
+// AVX2 (matmul_fast_avx2.cpp): affine only; the AVX-512 VNNI kernel's bytes.
 void matmul_fast_avx2_prepare(const FastJob& job, int64_t r0, int64_t r1);
 void matmul_fast_avx2_blocks(const FastJob& job, int64_t b0, int64_t b1);
 #endif

@@ -9,6 +9,7 @@
 
 #include "specula/io/dtype.h"
 #include "specula/kernels/isa.h"
+#include "specula/kernels/quant.h"
 #include "specula/kernels/shared_scales.h"
 #include "specula/util/error.h"
 #include "specula/util/half.h"
@@ -28,7 +29,7 @@ namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
 
-int64_t chunks_per_group(const WeightMatrix& w) { return w.group_size / (w.bits == 4 ? 4 : 2); }
+int64_t chunks_per_group(const WeightMatrix& w) { return w.group_size / (packed_code_bits(w) == 4 ? 4 : 2); }
 
 int64_t block_count(const WeightMatrix& w) { return (w.rows + kPackedRows - 1) / kPackedRows; }
 
@@ -44,7 +45,7 @@ inline void store16(uint8_t* p, uint64_t v) {
 }
 
 // One row's codes of one group into the group's chunks (lane `j`). `src` holds the group's codes
-// as stored (gs * bits / 8 bytes, a multiple of 8).
+// as stored (gs * bits / 8 bytes, a multiple of 8), 4 or 8 bits wide as in the packed layout.
 void pack_row_codes(const uint8_t* src, int64_t src_bytes, int bits, int j, uint8_t* chunks) {
   uint8_t* dst = chunks + 2 * j;
   for (int64_t i = 0; i < src_bytes; i += 8) {
@@ -59,15 +60,36 @@ void pack_row_codes(const uint8_t* src, int64_t src_bytes, int bits, int j, uint
   }
 }
 
+// As pack_row_codes, for codes narrower than the packed width: codes [first, first + gs) of the
+// row `words`, widened to `packed_bits` (4 or 8).
+void widen_row_codes(const uint32_t* words, int bits, int64_t first, int gs, int packed_bits, int j, uint8_t* chunks) {
+  uint8_t* dst = chunks + 2 * j;
+  for (int k = 0; k < gs; k += 4) {
+    uint32_t q[4];
+    for (int i = 0; i < 4; ++i) q[i] = unpack_code(words, bits, first + k + i);
+    if (packed_bits == 4) {
+      dst[k / 4 * 32] = static_cast<uint8_t>(q[0] | q[2] << 4);
+      dst[k / 4 * 32 + 1] = static_cast<uint8_t>(q[1] | q[3] << 4);
+    } else {
+      for (int i = 0; i < 4; i += 2) {
+        dst[(k + i) / 2 * 32] = static_cast<uint8_t>(q[i]);
+        dst[(k + i) / 2 * 32 + 1] = static_cast<uint8_t>(q[i + 1]);
+      }
+    }
+  }
+}
+
 }  // namespace
 
+int packed_code_bits(const WeightMatrix& w) { return w.bits <= 4 ? 4 : 8; }
+
 bool packable(const WeightMatrix& w) {
+  if (w.format != WeightFormat::Affine || !is_supported_bits(w.bits) || w.rows <= 0 || w.cols <= 0) return false;
   const bool group = w.group_size == 32 || w.group_size == 64 || w.group_size == 128 ||
-                     (w.group_size == 16 && w.bits == 8);  // GGUF Q6_K
+                     (w.group_size == 16 && packed_code_bits(w) == 8);  // GGUF Q6_K
   const bool superblock = w.superblock == 0 || (shared_factor_format(w.bits, w.group_size) && w.superblock > 0 &&
                                                 w.superblock % w.group_size == 0 && w.cols % w.superblock == 0);
-  return w.format == WeightFormat::Affine && (w.bits == 4 || w.bits == 8) && w.rows > 0 && w.cols > 0 && group &&
-         w.cols % w.group_size == 0 && superblock;
+  return group && w.cols % w.group_size == 0 && (w.cols * w.bits) % 32 == 0 && superblock;
 }
 
 bool shared_factors_pay() {
@@ -158,7 +180,8 @@ void pack_shared_factors(const WeightMatrix& w, int64_t b, int j, uint8_t* block
 
 void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t block_end, uint8_t* out) {
   if (!packable(w))
-    fail("pack_affine: the matrix [{}, {}] is not affine 4/8-bit with group size 32/64/128", w.rows, w.cols);
+    fail("pack_affine: the matrix [{}, {}] ({}-bit groups of {}) has no packed layout", w.rows, w.cols, w.bits,
+         w.group_size);
   const int64_t groups = w.groups_per_row();
   const int64_t block_bytes = packed_block_bytes(w);
   const bool shared = packed_superblock_groups(w) > 0;
@@ -170,8 +193,10 @@ void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t bloc
   const auto* biases = static_cast<const uint8_t*>(w.biases);
   const int64_t row_bytes = w.row_bytes();
   const int64_t first_block = block_begin;
+  const int packed_bits = packed_code_bits(w);
+  const bool widened = packed_bits != w.bits;
 #if defined(SPECULA_X86)
-  if (const Isa isa = active_isa(); isa != Isa::Scalar) {
+  if (const Isa isa = active_isa(); isa != Isa::Scalar && !widened) {
     const int64_t full_end = std::min(block_end, w.rows / kPackedRows);
     if (full_end > block_begin) {
       (isa == Isa::Avx512 ? detail::pack_affine_full_blocks_avx512 : detail::pack_affine_full_blocks_avx2)(
@@ -193,7 +218,12 @@ void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t bloc
       const uint8_t* bi = biases + n * groups * sd;
       for (int64_t g = 0; g < groups; ++g) {
         uint8_t* dst = block + packed_group_offset(w, g);
-        pack_row_codes(src + g * src_group_bytes, src_group_bytes, w.bits, j, dst);
+        if (widened) {
+          widen_row_codes(reinterpret_cast<const uint32_t*>(src), w.bits, g * w.group_size, w.group_size, packed_bits,
+                          j, dst);
+        } else {
+          pack_row_codes(src + g * src_group_bytes, src_group_bytes, w.bits, j, dst);
+        }
         if (shared) continue;
         copy_param(dst + code_bytes + j * sd, s + g * sd, sd);
         copy_param(dst + code_bytes + (kPackedRows + j) * sd, bi + g * sd, sd);

@@ -7,7 +7,8 @@
 // of every vector belongs to output row j, so the per-group float work (scale, bias) is one vector
 // operation per 16 outputs and the results need no horizontal reduction.
 //
-// Layout (all little-endian), per block of 16 output rows (rows past N are zero), per group g:
+// Layout (all little-endian), per block of 16 output rows (rows past N are zero), per group g,
+// in the packed code width (packed_code_bits(): codes of 2-3 bits as 4-bit, of 5-6 bits as 8-bit):
 //   codes   gs/4 chunks (4-bit) or gs/2 chunks (8-bit) of 32 bytes; a chunk covers 4 (2) inputs
 //           k..k+3 (k..k+1) of the group for the 16 rows:
 //             4-bit: bytes 2j, 2j+1 = q[j][k] | q[j][k+2] << 4,  q[j][k+1] | q[j][k+3] << 4
@@ -40,8 +41,13 @@ inline constexpr int64_t kPackedRows = 16;  // output rows per packed block
 // A superblock's header: 16 f32 scale factors, then 16 f32 bias factors.
 inline constexpr int64_t kPackedHeaderBytes = 2 * kPackedRows * 4;
 
-// Whether pack_affine() takes w: affine with 4 or 8 bits (the widths the fast kernels handle).
+// Whether pack_affine() takes w: affine with any supported width and group size 32/64/128, or
+// 16 with codes of 5 to 8 bits (GGUF Q6_K).
 bool packable(const WeightMatrix& w);
+// The code width of w's packed layout, the one its fast kernel reads: 4 for codes of 2 to 4 bits,
+// 8 for codes of 5 to 8 bits. Narrower codes are widened as they are packed (their values
+// unchanged), so every affine width runs the fast kernels.
+int packed_code_bits(const WeightMatrix& w);
 
 // Groups per shared-factor superblock; 0 when every group carries its own scales and biases.
 int64_t packed_superblock_groups(const WeightMatrix& w);

@@ -12,10 +12,10 @@ namespace specula {
 // False when there are none: a NaN or an infinity, zeros of both signs, or a ratio beyond int8.
 bool factor_shared_scale(const float* values, int n, float& factor, int8_t* multipliers);
 
-// The affine formats whose parameters the fast kernels read as shared factors: 4-bit groups of 32
-// and 8-bit groups of 16 (what GGUF Q4_K and Q6_K load as).
+// The affine formats whose parameters the fast kernels read as shared factors: 4- and 5-bit groups
+// of 32 and 8-bit groups of 16 (what GGUF Q4_K, Q5_K and Q6_K load as).
 inline bool shared_factor_format(int bits, int group_size) {
-  return (bits == 4 && group_size == 32) || (bits == 8 && group_size == 16);
+  return ((bits == 4 || bits == 5) && group_size == 32) || (bits == 8 && group_size == 16);
 }
 
 }  // namespace specula

@@ -136,8 +136,10 @@ WeightMatrix weight_matrix(const ModuleRef& module, int64_t expert) {
          dtype_name(module.biases->dtype), dtype_name(sd));
   }
   if (q.superblock != 0 && !shared_factor_format(q.bits, q.group_size)) {
-    fail("module '{}': superblock {} is for 4-bit groups of 32 and 8-bit groups of 16; it has {}-bit groups of {}",
-         name, q.superblock, q.bits, q.group_size);
+    fail(
+        "module '{}': superblock {} is for 4- and 5-bit groups of 32 and 8-bit groups of 16; it has {}-bit groups of "
+        "{}",
+        name, q.superblock, q.bits, q.group_size);
   }
   if (q.superblock != 0 && (q.superblock % q.group_size != 0 || cols % q.superblock != 0)) {
     fail("module '{}': superblock {} is not a multiple of the group size {} that divides the input width {}", name,

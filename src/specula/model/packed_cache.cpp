@@ -62,7 +62,8 @@ Layout layout_of(std::span<WeightMatrix* const> matrices) {
   Layout l;
   for (const WeightMatrix* w : matrices) {
     if (!packable(*w))
-      fail("packed cache: the matrix [{}, {}] is not affine 4/8-bit with group size 32/64/128", w->rows, w->cols);
+      fail("packed cache: the matrix [{}, {}] ({}-bit groups of {}) has no packed layout", w->rows, w->cols, w->bits,
+           w->group_size);
     l.offsets.push_back(l.total);
     l.total += round_up(static_cast<uint64_t>(packed_bytes(*w)), kMatrixAlign);
   }

@@ -82,7 +82,7 @@ void bf16_dense(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, f
 
 void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
                  Precision precision) {
-  if (w.format == WeightFormat::Affine && (w.bits == 4 || w.bits == 8)) {
+  if (w.format == WeightFormat::Affine && is_supported_bits(w.bits)) {
     const bool int8 = precision == Precision::Int8;
     affine_quantized_x(x, m, ldx, w, y, ldy, int8 ? detail::kActivationLevels8 : detail::kActivationLevels);
   } else if (w.format == WeightFormat::BF16) {
