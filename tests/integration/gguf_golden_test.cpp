@@ -140,7 +140,7 @@ TEST_P(GgufTypes, LoadedWeightsEqualTheReferenceDequantization) {
   std::vector<double> yd(y.begin(), y.end());
   // Same weights; only the kernels' summation differs (affine groups vs dense rows).
   EXPECT_LT(relative_error(x, yd), 1e-4);
-  // Fast precision runs the packed kernels where the type has them (Q6_K: 8-bit groups of 16).
+  // Fast precision runs the packed kernels for every type (Q6_K: 6-bit groups of 16).
   TargetOptions fast;
   fast.precision = Precision::Fast;
   auto fast_model = TargetModel::load(typed, fast);

@@ -41,6 +41,14 @@ uint32_t packed_code(const WeightMatrix& w, const uint8_t* packed, int64_t n, in
   const int64_t block = n / kPackedRows, j = n % kPackedRows, g = k / w.group_size, kk = k % w.group_size;
   const uint8_t* group = packed + (block * w.groups_per_row() + g) * packed_group_bytes(w);
   if (packed_code_bits(w) == 8) return group[(kk / 2) * 32 + 2 * j + kk % 2];
+  if (packed_code_bits(w) == 6) {
+    // Inputs k..k+7 take three chunks: low nibbles of k..k+3, of k+4..k+7, then the top bits.
+    const uint8_t* three = group + (kk / 8) * 96;
+    const int i = static_cast<int>(kk % 8), quad = i / 4, in_quad = i % 4;
+    const uint8_t low = three[32 * quad + 2 * j + in_quad % 2] >> (4 * (in_quad / 2));
+    const uint8_t top = three[64 + 2 * j + in_quad % 2] >> (2 * (in_quad / 2) + 4 * quad);
+    return (low & 0x0f) | (top & 3) << 4;
+  }
   const uint8_t byte = group[(kk / 4) * 32 + 2 * j + (kk % 4) % 2];
   return (kk % 4) < 2 ? byte & 0x0f : byte >> 4;
 }
@@ -77,11 +85,13 @@ TEST(PackedAffine, HoldsEveryCodeScaleAndBiasWhereTheLayoutSays) {
   }
 }
 
-// The AVX-512 and AVX2 packers (whole blocks) and the portable one write the same bytes.
+// The AVX-512 and AVX2 packers (whole blocks) and the portable one write the same bytes. (Codes
+// of other widths are laid out code by code on every kernel set.)
 TEST(PackedAffine, EveryKernelSetPacksTheSameBytes) {
   const Isa saved = active_isa();
   std::mt19937 rng(9);
   for (const Format& f : packable_formats()) {
+    if (f.bits != 4 && f.bits != 8) continue;
     const int64_t n = 53, k = 384;
     const test::RandomWeights wt = test::random_weights(WeightFormat::Affine, f.bits, f.gs, f.sd, n, k, rng);
     std::vector<uint8_t> portable(static_cast<size_t>(packed_bytes(wt.w)));
@@ -135,10 +145,11 @@ TEST(PackedAffine, LeavesOtherFormatsAlone) {
 }
 
 // Codes narrower than their layout take the layout's bytes: 2- and 3-bit codes those of 4-bit, 5-
-// and 6-bit codes those of 8-bit.
+// and 6-bit codes those of 6-bit where the kernels read 6-bit codes, else of 8-bit.
 TEST(PackedAffine, NarrowCodesTakeTheWiderLayoutsBytes) {
   std::mt19937 rng(10);
-  for (const auto& [bits, wider] : {std::pair{2, 4}, {3, 4}, {5, 8}, {6, 8}}) {
+  for (const int bits : {2, 3, 5, 6}) {
+    const int wider = bits <= 4 ? 4 : six_bit_codes_pay() ? 6 : 8;
     test::RandomWeights narrow = test::random_weights(WeightFormat::Affine, bits, 32, DType::F16, 20, 128, rng);
     WeightMatrix as_wide = narrow.w;
     as_wide.bits = wider;

@@ -122,7 +122,8 @@ void matmul_fast(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, 
     group_sums.resize(static_cast<size_t>(m * job.groups));
     job.x_group_scales = group_scales.data();
     job.x_group_sums = group_sums.data();
-    job.packed = w.packed;
+    // A matrix packed under another kernel set (another code width) is packed again here.
+    job.packed = w.packed_bits == packed_code_bits(w) ? w.packed : nullptr;
     if (job.packed == nullptr) {
       packed.resize(static_cast<size_t>(packed_bytes(w)));
       uint8_t* out = packed.data();

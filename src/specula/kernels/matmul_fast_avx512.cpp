@@ -147,10 +147,12 @@ inline const uint8_t* group_params(const uint8_t* p, DType dtype, int64_t bytes,
 template <int BITS, int GS, int R, bool SHARED>
 void affine_block(const uint8_t* p, int64_t groups, PackedParams pp, const int16_t* xq, int64_t ldq,
                   const float* xscale, const float* xsum, int64_t ldg, float* y, int64_t ldy, __mmask16 valid) {
-  constexpr int kChunks = BITS == 4 ? GS / 4 : GS / 2;  // 32-byte chunks per group
+  constexpr int kChunks = BITS == 8 ? GS / 2 : GS / 4;  // 32-byte chunks of codes (6-bit: of low nibbles)
+  constexpr int kCodeBytes = 2 * GS * BITS;             // per group: 16 rows x GS codes
   constexpr int kChains = R <= 2 ? 4 : 2;
-  constexpr int kStep = BITS == 4 ? kChains / 2 : kChains;  // chunks per inner iteration
+  constexpr int kStep = BITS == 4 ? kChains / 2 : kChains;  // chunks per inner iteration (4/8-bit)
   const __m512i low_nibbles = _mm512_set1_epi16(0x000f);
+  const __m512i top_bits = _mm512_set1_epi16(0x0030);
   const int64_t pbytes = param_bytes<SHARED>(pp);
   HeaderWalk walk;
   __m512 acc[R];
@@ -172,33 +174,62 @@ void affine_block(const uint8_t* p, int64_t groups, PackedParams pp, const int16
       xr[r] = xq + r * ldq + g * GS;
       asm("" : "+r"(xr[r]));
     }
-    SPECULA_UNROLL(32)
-    for (int c = 0; c < kChunks; c += kStep) {
-      if (c % 2 == 0)  // once per 64-byte line
-        _mm_prefetch(reinterpret_cast<const char*>(p + c * 32 + kAffinePrefetchBytes), _MM_HINT_T0);
-      SPECULA_UNROLL(4)
-      for (int u = 0; u < kStep; ++u) {
-        const __m512i raw =
-            _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + (c + u) * 32)));
-        if constexpr (BITS == 4) {
-          const __m512i lo = _mm512_and_si512(raw, low_nibbles);  // inputs k, k+1
-          const __m512i hi = _mm512_srli_epi16(raw, 4);           // inputs k+2, k+3
+    if constexpr (BITS == 6) {
+      // Per 8 inputs, two chunks of low nibbles and one of the top bits (kernels/packed_affine.h):
+      // each code is its nibble | top bits << 4, rebuilt in the 16-bit words `vpdpwssd` reads.
+      SPECULA_UNROLL(16)
+      for (int c = 0; c < kChunks; c += 2) {
+        const uint8_t* three = p + c / 2 * 96;
+        _mm_prefetch(reinterpret_cast<const char*>(three + kAffinePrefetchBytes), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(three + 64 + kAffinePrefetchBytes), _MM_HINT_T0);
+        const __m512i top = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(three + 64)));
+        SPECULA_UNROLL(2)
+        for (int u = 0; u < 2; ++u) {
+          const __m512i raw =
+              _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(three + 32 * u)));
+          // Top bits of the low nibbles' codes (inputs k, k+1): bits 0-1 (u = 0) or 4-5 (u = 1) of
+          // `top`; of the high nibbles' (k+2, k+3): bits 2-3 or 6-7. 0xF8 is a | (b & c).
+          const __m512i lo_top = u == 0 ? _mm512_slli_epi16(top, 4) : top;
+          const __m512i hi_top = u == 0 ? _mm512_slli_epi16(top, 2) : _mm512_srli_epi16(top, 2);
+          const __m512i lo = _mm512_ternarylogic_epi32(_mm512_and_si512(raw, low_nibbles), lo_top, top_bits, 0xF8);
+          const __m512i hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(raw, 4), hi_top, top_bits, 0xF8);
           SPECULA_UNROLL(8)
           for (int r = 0; r < R; ++r) {
             const int16_t* x = xr[r] + 4 * (c + u);
-            isum[r][2 * u] = dpwssd_pair(isum[r][2 * u], lo, x);
-            isum[r][2 * u + 1] = dpwssd_pair(isum[r][2 * u + 1], hi, x + 2);
+            isum[r][(2 * u) % kChains] = dpwssd_pair(isum[r][(2 * u) % kChains], lo, x);
+            isum[r][(2 * u + 1) % kChains] = dpwssd_pair(isum[r][(2 * u + 1) % kChains], hi, x + 2);
           }
-        } else {
-          SPECULA_UNROLL(8)
-          for (int r = 0; r < R; ++r) {
-            isum[r][u] = dpwssd_pair(isum[r][u], raw, xr[r] + 2 * (c + u));
+        }
+      }
+    } else {
+      SPECULA_UNROLL(32)
+      for (int c = 0; c < kChunks; c += kStep) {
+        if (c % 2 == 0)  // once per 64-byte line
+          _mm_prefetch(reinterpret_cast<const char*>(p + c * 32 + kAffinePrefetchBytes), _MM_HINT_T0);
+        SPECULA_UNROLL(4)
+        for (int u = 0; u < kStep; ++u) {
+          const __m512i raw =
+              _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + (c + u) * 32)));
+          if constexpr (BITS == 4) {
+            const __m512i lo = _mm512_and_si512(raw, low_nibbles);  // inputs k, k+1
+            const __m512i hi = _mm512_srli_epi16(raw, 4);           // inputs k+2, k+3
+            SPECULA_UNROLL(8)
+            for (int r = 0; r < R; ++r) {
+              const int16_t* x = xr[r] + 4 * (c + u);
+              isum[r][2 * u] = dpwssd_pair(isum[r][2 * u], lo, x);
+              isum[r][2 * u + 1] = dpwssd_pair(isum[r][2 * u + 1], hi, x + 2);
+            }
+          } else {
+            SPECULA_UNROLL(8)
+            for (int r = 0; r < R; ++r) {
+              isum[r][u] = dpwssd_pair(isum[r][u], raw, xr[r] + 2 * (c + u));
+            }
           }
         }
       }
     }
     __m512 scales, biases;
-    p = group_params<SHARED>(p + kChunks * 32, pp.dtype, pbytes, walk, scales, biases);
+    p = group_params<SHARED>(p + kCodeBytes, pp.dtype, pbytes, walk, scales, biases);
     SPECULA_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       __m512i total = isum[r][0];
@@ -226,10 +257,13 @@ struct AffineKernels {
 
 template <int BITS>
 const AffineBlockFn* affine_kernels(int gs, bool shared) {
-  // The shared-factor formats: Q4_K (4-bit groups of 32), Q5_K (8-bit codes in groups of 32) and
-  // Q6_K (8-bit groups of 16).
+  // The shared-factor formats: Q4_K (4-bit groups of 32), Q5_K (groups of 32) and Q6_K (groups of
+  // 16), the last two in 6- or 8-bit codes.
   if constexpr (BITS == 4) {
     if (shared) return AffineKernels<4, 32, true>::by_rows;
+  } else if constexpr (BITS == 6) {
+    if (shared) return gs == 16 ? AffineKernels<6, 16, true>::by_rows : AffineKernels<6, 32, true>::by_rows;
+    if (gs == 16) return AffineKernels<6, 16>::by_rows;
   } else {
     if (shared) return gs == 16 ? AffineKernels<8, 16, true>::by_rows : AffineKernels<8, 32, true>::by_rows;
     if (gs == 16) return AffineKernels<8, 16>::by_rows;
@@ -266,10 +300,27 @@ inline __m512i quad_codes(const uint8_t* p) {
 
 // As affine_block, with int8 activations: one `vpdpbusd` per 4 inputs and X row instead of two
 // `vpdpwssd`. The same per-group combination in the same order for every R.
+// 6-bit codes: the quads of inputs k..k+3 and k+4..k+7 from their two chunks of low nibbles and
+// the chunk of top bits that follows them (kernels/packed_affine.h).
+inline void six_bit_quads(const uint8_t* three, __m512i& first, __m512i& second) {
+  const __m512i top = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(three + 64)));
+  const __m512i top_bits = _mm512_set1_epi32(0x30303030);
+  // Lane j of `top` holds bytes 2j, 2j+1 of the top-bit chunk; the first quad's codes take their
+  // bits 0-1 (inputs k, k+1 in bytes 0 and 1 of the lane) and 2-3 (k+2, k+3 in bytes 2 and 3),
+  // the second quad's bits 4-5 and 6-7; each lands in bits 4-5 of its code's byte.
+  // 0xA8 is (a | b) & c.
+  const __m512i first_top =
+      _mm512_ternarylogic_epi32(_mm512_slli_epi32(top, 4), _mm512_slli_epi32(top, 18), top_bits, 0xA8);
+  const __m512i second_top = _mm512_ternarylogic_epi32(top, _mm512_slli_epi32(top, 14), top_bits, 0xA8);
+  first = _mm512_or_si512(quad_codes<4>(three), first_top);
+  second = _mm512_or_si512(quad_codes<4>(three + 32), second_top);
+}
+
 template <int BITS, int GS, int R, bool SHARED>
 void affine_block_i8(const uint8_t* p, int64_t groups, PackedParams pp, const int8_t* xq, int64_t ldq,
                      const float* xscale, const float* xsum, int64_t ldg, float* y, int64_t ldy, __mmask16 valid) {
-  constexpr int kQuadBytes = BITS == 4 ? 32 : 64;  // packed bytes of 4 inputs x 16 W rows
+  constexpr int kQuadBytes = BITS == 4 ? 32 : 64;  // packed bytes of 4 inputs x 16 W rows (4/8-bit)
+  constexpr int kCodeBytes = 2 * GS * BITS;        // per group: 16 rows x GS codes
   constexpr int kQuads = GS / 4;
   constexpr int kChains = R <= 2 ? 4 : 2;
   const int64_t pbytes = param_bytes<SHARED>(pp);
@@ -291,20 +342,36 @@ void affine_block_i8(const uint8_t* p, int64_t groups, PackedParams pp, const in
       xr[r] = xq + r * ldq + g * GS;
       asm("" : "+r"(xr[r]));
     }
-    SPECULA_UNROLL(32)
-    for (int q = 0; q < kQuads; q += kChains) {
-      SPECULA_UNROLL(4)
-      for (int u = 0; u < kChains; ++u) {
-        const uint8_t* wq = p + (q + u) * kQuadBytes;
-        if (BITS == 8 || (q + u) % 2 == 0)  // once per 64-byte line
-          _mm_prefetch(reinterpret_cast<const char*>(wq + kAffinePrefetchBytes), _MM_HINT_T0);
-        const __m512i codes = quad_codes<BITS>(wq);
+    if constexpr (BITS == 6) {
+      SPECULA_UNROLL(16)
+      for (int q = 0; q < kQuads; q += 2) {
+        const uint8_t* three = p + q / 2 * 96;
+        _mm_prefetch(reinterpret_cast<const char*>(three + kAffinePrefetchBytes), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(three + 64 + kAffinePrefetchBytes), _MM_HINT_T0);
+        __m512i first, second;
+        six_bit_quads(three, first, second);
         SPECULA_UNROLL(8)
-        for (int r = 0; r < R; ++r) isum[r][u] = dpbusd_quad(isum[r][u], codes, xr[r] + 4 * (q + u));
+        for (int r = 0; r < R; ++r) {
+          isum[r][q % kChains] = dpbusd_quad(isum[r][q % kChains], first, xr[r] + 4 * q);
+          isum[r][(q + 1) % kChains] = dpbusd_quad(isum[r][(q + 1) % kChains], second, xr[r] + 4 * (q + 1));
+        }
+      }
+    } else {
+      SPECULA_UNROLL(32)
+      for (int q = 0; q < kQuads; q += kChains) {
+        SPECULA_UNROLL(4)
+        for (int u = 0; u < kChains; ++u) {
+          const uint8_t* wq = p + (q + u) * kQuadBytes;
+          if (BITS == 8 || (q + u) % 2 == 0)  // once per 64-byte line
+            _mm_prefetch(reinterpret_cast<const char*>(wq + kAffinePrefetchBytes), _MM_HINT_T0);
+          const __m512i codes = quad_codes<BITS>(wq);
+          SPECULA_UNROLL(8)
+          for (int r = 0; r < R; ++r) isum[r][u] = dpbusd_quad(isum[r][u], codes, xr[r] + 4 * (q + u));
+        }
       }
     }
     __m512 scales, biases;
-    p = group_params<SHARED>(p + kQuads * kQuadBytes, pp.dtype, pbytes, walk, scales, biases);
+    p = group_params<SHARED>(p + kCodeBytes, pp.dtype, pbytes, walk, scales, biases);
     SPECULA_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       __m512i total = isum[r][0];
@@ -334,6 +401,9 @@ template <int BITS>
 const AffineBlockI8Fn* affine_kernels_i8(int gs, bool shared) {
   if constexpr (BITS == 4) {
     if (shared) return AffineKernelsI8<4, 32, true>::by_rows;
+  } else if constexpr (BITS == 6) {
+    if (shared) return gs == 16 ? AffineKernelsI8<6, 16, true>::by_rows : AffineKernelsI8<6, 32, true>::by_rows;
+    if (gs == 16) return AffineKernelsI8<6, 16>::by_rows;
   } else {
     if (shared) return gs == 16 ? AffineKernelsI8<8, 16, true>::by_rows : AffineKernelsI8<8, 32, true>::by_rows;
     if (gs == 16) return AffineKernelsI8<8, 16>::by_rows;
@@ -350,11 +420,13 @@ void affine_blocks(const FastJob& job, int64_t b0, int64_t b1) {
   const int64_t m = job.m, k = w.cols;
   const bool int8 = job.xq8 != nullptr;
   const bool shared = job.params.superblock_groups > 0;
-  const bool four = packed_code_bits(w) == 4;
-  const AffineBlockFn* kernels =
-      four ? affine_kernels<4>(w.group_size, shared) : affine_kernels<8>(w.group_size, shared);
-  const AffineBlockI8Fn* kernels_i8 =
-      four ? affine_kernels_i8<4>(w.group_size, shared) : affine_kernels_i8<8>(w.group_size, shared);
+  const int code_bits = packed_code_bits(w);
+  const AffineBlockFn* kernels = code_bits == 4   ? affine_kernels<4>(w.group_size, shared)
+                                 : code_bits == 6 ? affine_kernels<6>(w.group_size, shared)
+                                                  : affine_kernels<8>(w.group_size, shared);
+  const AffineBlockI8Fn* kernels_i8 = code_bits == 4   ? affine_kernels_i8<4>(w.group_size, shared)
+                                      : code_bits == 6 ? affine_kernels_i8<6>(w.group_size, shared)
+                                                       : affine_kernels_i8<8>(w.group_size, shared);
   const int64_t block_bytes = job.block_bytes;
   int64_t pass = kFastPrefillBytes / ((int8 ? 1 : 2) * k) / kMatmulRowBlock * kMatmulRowBlock;
   if (pass < kMatmulRowBlock) pass = kMatmulRowBlock;

@@ -29,8 +29,6 @@ namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
 
-int64_t chunks_per_group(const WeightMatrix& w) { return w.group_size / (packed_code_bits(w) == 4 ? 4 : 2); }
-
 int64_t block_count(const WeightMatrix& w) { return (w.rows + kPackedRows - 1) / kPackedRows; }
 
 inline uint64_t load64(const uint8_t* p) {
@@ -60,10 +58,24 @@ void pack_row_codes(const uint8_t* src, int64_t src_bytes, int bits, int j, uint
   }
 }
 
-// As pack_row_codes, for codes narrower than the packed width: codes [first, first + gs) of the
-// row `words`, widened to `packed_bits` (4 or 8).
-void widen_row_codes(const uint32_t* words, int bits, int64_t first, int gs, int packed_bits, int j, uint8_t* chunks) {
+// As pack_row_codes, code by code, for any stored width: codes [first, first + gs) of the row
+// `words` in the `packed_bits` layout (4, 6 or 8; as wide as `bits` or wider).
+void layout_row_codes(const uint32_t* words, int bits, int64_t first, int gs, int packed_bits, int j, uint8_t* chunks) {
   uint8_t* dst = chunks + 2 * j;
+  if (packed_bits == 6) {
+    for (int k = 0; k < gs; k += 8) {
+      uint32_t q[8];
+      for (int i = 0; i < 8; ++i) q[i] = unpack_code(words, bits, first + k + i);
+      uint8_t* three = dst + k / 8 * 96;  // the two low-nibble chunks, then the top bits
+      for (int i = 0; i < 2; ++i) {
+        three[32 * i] = static_cast<uint8_t>((q[4 * i] & 15) | (q[4 * i + 2] & 15) << 4);
+        three[32 * i + 1] = static_cast<uint8_t>((q[4 * i + 1] & 15) | (q[4 * i + 3] & 15) << 4);
+      }
+      three[64] = static_cast<uint8_t>(q[0] >> 4 | (q[2] >> 4) << 2 | (q[4] >> 4) << 4 | (q[6] >> 4) << 6);
+      three[65] = static_cast<uint8_t>(q[1] >> 4 | (q[3] >> 4) << 2 | (q[5] >> 4) << 4 | (q[7] >> 4) << 6);
+    }
+    return;
+  }
   for (int k = 0; k < gs; k += 4) {
     uint32_t q[4];
     for (int i = 0; i < 4; ++i) q[i] = unpack_code(words, bits, first + k + i);
@@ -81,12 +93,23 @@ void widen_row_codes(const uint32_t* words, int bits, int64_t first, int gs, int
 
 }  // namespace
 
-int packed_code_bits(const WeightMatrix& w) { return w.bits <= 4 ? 4 : 8; }
+int packed_code_bits(const WeightMatrix& w) {
+  if (w.bits <= 4) return 4;
+  return w.bits <= 6 && six_bit_codes_pay() ? 6 : 8;
+}
+
+bool six_bit_codes_pay() {
+#if defined(SPECULA_X86)
+  return active_isa() == Isa::Avx512 && cpu_features().avx512vnni;
+#else
+  return false;
+#endif
+}
 
 bool packable(const WeightMatrix& w) {
   if (w.format != WeightFormat::Affine || !is_supported_bits(w.bits) || w.rows <= 0 || w.cols <= 0) return false;
   const bool group = w.group_size == 32 || w.group_size == 64 || w.group_size == 128 ||
-                     (w.group_size == 16 && packed_code_bits(w) == 8);  // GGUF Q6_K
+                     (w.group_size == 16 && w.bits >= 5);  // GGUF Q6_K
   const bool superblock = w.superblock == 0 || (shared_factor_format(w.bits, w.group_size) && w.superblock > 0 &&
                                                 w.superblock % w.group_size == 0 && w.cols % w.superblock == 0);
   return group && w.cols % w.group_size == 0 && (w.cols * w.bits) % 32 == 0 && superblock;
@@ -106,11 +129,13 @@ void use_shared_factors_where_they_pay(WeightMatrix& w) {
 
 int64_t packed_superblock_groups(const WeightMatrix& w) { return w.superblock > 0 ? w.superblock / w.group_size : 0; }
 
+int64_t packed_code_bytes(const WeightMatrix& w) { return kPackedRows * w.group_size * packed_code_bits(w) / 8; }
+
 int64_t packed_group_bytes(const WeightMatrix& w) {
   const int64_t params = packed_superblock_groups(w) > 0
                              ? 2 * kPackedRows
                              : 2 * kPackedRows * static_cast<int64_t>(dtype_size(w.scale_dtype));
-  return chunks_per_group(w) * 32 + params;
+  return packed_code_bytes(w) + params;
 }
 
 int64_t packed_block_bytes(const WeightMatrix& w) {
@@ -158,7 +183,7 @@ void read_params(const void* params, DType t, int64_t first, int64_t count, floa
 // `values` and `multipliers` are scratch of groups_per_row() entries.
 void pack_shared_factors(const WeightMatrix& w, int64_t b, int j, uint8_t* block, float* values, int8_t* multipliers) {
   const int64_t groups = w.groups_per_row(), per_superblock = packed_superblock_groups(w);
-  const int64_t n = b * kPackedRows + j, code_bytes = chunks_per_group(w) * 32, group_bytes = packed_group_bytes(w);
+  const int64_t n = b * kPackedRows + j, code_bytes = packed_code_bytes(w), group_bytes = packed_group_bytes(w);
   for (int part = 0; part < 2; ++part) {
     read_params(part == 0 ? w.scales : w.biases, w.scale_dtype, n * groups, groups, values);
     uint8_t* superblock = block;
@@ -185,7 +210,7 @@ void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t bloc
   const int64_t groups = w.groups_per_row();
   const int64_t block_bytes = packed_block_bytes(w);
   const bool shared = packed_superblock_groups(w) > 0;
-  const int64_t code_bytes = chunks_per_group(w) * 32;
+  const int64_t code_bytes = packed_code_bytes(w);
   const int64_t src_group_bytes = w.group_size * w.bits / 8;
   const auto sd = static_cast<int64_t>(dtype_size(w.scale_dtype));
   const auto* data = static_cast<const uint8_t*>(w.data);
@@ -194,9 +219,11 @@ void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t bloc
   const int64_t row_bytes = w.row_bytes();
   const int64_t first_block = block_begin;
   const int packed_bits = packed_code_bits(w);
-  const bool widened = packed_bits != w.bits;
+  // 4- and 8-bit codes move as they are stored (word by word, and by the SIMD packers); others
+  // code by code.
+  const bool by_code = packed_bits != w.bits || packed_bits == 6;
 #if defined(SPECULA_X86)
-  if (const Isa isa = active_isa(); isa != Isa::Scalar && !widened) {
+  if (const Isa isa = active_isa(); isa != Isa::Scalar && !by_code) {
     const int64_t full_end = std::min(block_end, w.rows / kPackedRows);
     if (full_end > block_begin) {
       (isa == Isa::Avx512 ? detail::pack_affine_full_blocks_avx512 : detail::pack_affine_full_blocks_avx2)(
@@ -218,9 +245,9 @@ void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t bloc
       const uint8_t* bi = biases + n * groups * sd;
       for (int64_t g = 0; g < groups; ++g) {
         uint8_t* dst = block + packed_group_offset(w, g);
-        if (widened) {
-          widen_row_codes(reinterpret_cast<const uint32_t*>(src), w.bits, g * w.group_size, w.group_size, packed_bits,
-                          j, dst);
+        if (by_code) {
+          layout_row_codes(reinterpret_cast<const uint32_t*>(src), w.bits, g * w.group_size, w.group_size, packed_bits,
+                           j, dst);
         } else {
           pack_row_codes(src + g * src_group_bytes, src_group_bytes, w.bits, j, dst);
         }
@@ -296,6 +323,7 @@ PackedBuffer pack_matrices(std::span<WeightMatrix* const> matrices, ThreadPool& 
     uint8_t* out = buffer.data() + offsets[i];
     pool.parallel_for(block_count(w), 1, [&](int, int64_t b0, int64_t b1) { pack_affine_blocks(w, b0, b1, out); });
     w.packed = out;
+    w.packed_bits = packed_code_bits(w);
     if (after_each) after_each(w);
   }
   return buffer;

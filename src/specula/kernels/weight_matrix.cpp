@@ -137,7 +137,8 @@ WeightMatrix weight_matrix(const ModuleRef& module, int64_t expert) {
   }
   if (q.superblock != 0 && !shared_factor_format(q.bits, q.group_size)) {
     fail(
-        "module '{}': superblock {} is for 4- and 5-bit groups of 32 and 8-bit groups of 16; it has {}-bit groups of "
+        "module '{}': superblock {} is for 4- and 5-bit groups of 32 and 6- and 8-bit groups of 16; it has {}-bit "
+        "groups of "
         "{}",
         name, q.superblock, q.bits, q.group_size);
   }

@@ -27,6 +27,7 @@ struct WeightMatrix {
   // Affine only, optional: the same matrix in the fast kernels' layout
   // (kernels/packed_affine.h), owned by whoever packed it. Without it, fast matmuls pack per call.
   const uint8_t* packed = nullptr;
+  int packed_bits = 0;  // the code width `packed` was laid out in (packed_code_bits() when packed)
 
   int64_t row_bytes() const;  // bytes of one row of `data`
   int64_t groups_per_row() const { return format == WeightFormat::Affine ? cols / group_size : 0; }

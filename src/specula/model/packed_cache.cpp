@@ -245,10 +245,11 @@ std::string packed_cache_key(const TensorStore& store, std::span<WeightMatrix* c
     const std::string scales = locate.describe(w.scales);
     const std::string biases = locate.describe(w.biases);
     if (data.empty() || scales.empty() || biases.empty()) return {};
-    key +=
-        fmt::format("matrix {} {} {} {} rows {} cols {} bits {} group {} superblock {} scale {} bytes {} offset {}\n",
-                    i, data, scales, biases, w.rows, w.cols, w.bits, w.group_size, w.superblock,
-                    dtype_name(w.scale_dtype), packed_bytes(w), layout.offsets[i]);
+    key += fmt::format(
+        "matrix {} {} {} {} rows {} cols {} bits {} packed bits {} group {} superblock {} scale {} bytes {} "
+        "offset {}\n",
+        i, data, scales, biases, w.rows, w.cols, w.bits, packed_code_bits(w), w.group_size, w.superblock,
+        dtype_name(w.scale_dtype), packed_bytes(w), layout.offsets[i]);
   }
   key += fmt::format("data {}\n", layout.total);
   return key;
@@ -273,6 +274,7 @@ PackedWeights load_packed_weights(const TensorStore& store, std::span<WeightMatr
       if (layout.offsets[i] + static_cast<uint64_t>(packed_bytes(*matrices[i])) > out.mapping.size())
         fail("packed cache {}: matrix {} ends past the mapped {} bytes", out.cache_file, i, out.mapping.size());
       matrices[i]->packed = out.mapping.data() + layout.offsets[i];
+      matrices[i]->packed_bits = packed_code_bits(*matrices[i]);
     }
     out.source = PackedSource::CacheHit;
     return out;
