@@ -225,12 +225,13 @@ void add_synth_command(CLI::App& app) {
                   "checkpoint format: safetensors (a directory) or gguf (--out is the .gguf file)")
       ->check(CLI::IsMember({"safetensors", "gguf"}))
       ->capture_default_str();
-  cmd->add_option(
-         "--quant", args->quant,
-         "GGUF matrix type: f32 (default), bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, or q4_k_m "
-         "(llama.cpp's mixture of Q4_K and Q6_K; docs/gguf.md). Vectors stay f32; rows too short for the type's "
-         "block stay f32")
-      ->check(CLI::IsMember({"f32", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "q4_k_m"}));
+  cmd->add_option("--quant", args->quant,
+                  "GGUF matrix type: f32 (default), bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m or "
+                  "q5_k_m (llama.cpp's mixtures of Q4_K or Q5_K with Q6_K; docs/gguf.md). Vectors stay f32; rows too "
+                  "short for the type's "
+                  "block stay f32")
+      ->check(CLI::IsMember(
+          {"f32", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "q4_k_m", "q5_k_m"}));
   cmd->add_flag("--progress", args->progress, "draw the progress bar even when stderr is not a terminal");
   cmd->callback([args, group] { run_synth(*args, group->count() > 0); });
 }

@@ -132,6 +132,7 @@ TEST_P(GgufTypes, LoadedWeightsEqualTheReferenceDequantization) {
   // here that are whole superblocks: down_proj's 256 inputs).
   const bool shared = GetParam() == "q4_k" || GetParam() == "q5_k" || GetParam() == "q6_k";
   EXPECT_EQ(loaded.layers[0].down_proj.quant.superblock, shared ? 256 : 0);
+  EXPECT_EQ(loaded.layers[0].down_proj.quant.code_bits, GetParam() == "q6_k" ? 6 : 0);
 
   const std::vector<int32_t> prompt = {2, 17, 99, 5, 311, 42, 7};
   auto typed_model = TargetModel::load(typed);
@@ -140,7 +141,8 @@ TEST_P(GgufTypes, LoadedWeightsEqualTheReferenceDequantization) {
   std::vector<double> yd(y.begin(), y.end());
   // Same weights; only the kernels' summation differs (affine groups vs dense rows).
   EXPECT_LT(relative_error(x, yd), 1e-4);
-  // Fast precision runs the packed kernels for every type (Q6_K: 6-bit groups of 16).
+  // Fast precision runs the packed kernels for every type (Q6_K: 8-bit groups of 16 holding 6-bit
+  // codes, `code_bits` 6).
   TargetOptions fast;
   fast.precision = Precision::Fast;
   auto fast_model = TargetModel::load(typed, fast);

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "random_weights.h"
@@ -12,6 +13,7 @@
 #include "specula/kernels/matmul.h"
 #include "specula/kernels/packed_affine.h"
 #include "specula/kernels/quant.h"
+#include "specula/util/error.h"
 
 namespace specula {
 namespace {
@@ -161,6 +163,41 @@ TEST(PackedAffine, NarrowCodesTakeTheWiderLayoutsBytes) {
   odd.cols = 48;
   EXPECT_TRUE(packable(q5.w));
   EXPECT_FALSE(packable(odd)) << "a row of 48 5-bit codes is not a whole number of words";
+}
+
+// 8-bit codes promised to fit in 6 bits (GGUF Q6_K) take the 6-bit layout where the kernels read
+// it, and give the bytes of the same codes read as 8-bit; a code that breaks the promise is an
+// error when packed.
+TEST(PackedAffine, CodesPromisedNarrowerTakeTheNarrowLayout) {
+  std::mt19937 rng(11);
+  ThreadPool two(2);
+  const int64_t n = 40, k = 512, m = 9;
+  test::RandomWeights wt = test::random_weights(WeightFormat::Affine, 8, 16, DType::F32, n, k, rng);
+  for (uint8_t& byte : wt.data) byte &= 63;  // every code below 64
+  WeightMatrix narrow = wt.w;
+  narrow.code_bits = 6;
+  EXPECT_EQ(packed_code_bits(narrow), six_bit_codes_pay() ? 6 : 8);
+  if (six_bit_codes_pay()) EXPECT_LT(packed_bytes(narrow), packed_bytes(wt.w));
+  const std::vector<float> x = test::random_activations(m, k, rng);
+  for (const Precision p : {Precision::Fast, Precision::Int8}) {
+    std::vector<float> want(m * n), got(m * n);
+    matmul(x.data(), m, wt.w, want.data(), two, p);
+    matmul(x.data(), m, narrow, got.data(), two, p);
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << precision_name(p);
+  }
+  if (six_bit_codes_pay()) {
+    wt.data[5 * narrow.row_bytes() + 7] = 200;  // row 5, input 7
+    WeightMatrix* list[] = {&narrow};
+    try {
+      const PackedBuffer buffer = pack_matrices(list, two);
+      ADD_FAILURE() << "a code of 200 was packed as 6-bit";
+    } catch (const Error& e) {
+      EXPECT_NE(
+          std::string(e.what()).find("row 5 of a [40, 512] matrix: a code of inputs [0, 16) does not fit in 6 bits"),
+          std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // K = 16384 makes a prefill pass (kFastPrefillBytes of int16 X rows) 16 rows long: 40 rows take

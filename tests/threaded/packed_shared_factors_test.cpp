@@ -54,6 +54,7 @@ KQuantMatrix kquant_matrix(GgmlType type, int64_t n, int64_t k, std::mt19937& rn
   m.w.rows = n;
   m.w.cols = k;
   m.w.bits = bits;
+  if (type == GgmlType::Q6_K) m.w.code_bits = 6;  // as the GGUF loader marks it
   m.w.group_size = gs;
   m.w.scale_dtype = DType::F32;
   m.w.data = m.words.data();

@@ -400,6 +400,12 @@ TEST(ConfigQuantization, SuperblockPerModule) {
   EXPECT_EQ(q.spec_for("m.down_proj"), (QuantSpec{4, 32, "affine", 256}));
   EXPECT_EQ(q.spec_for("m.head"), (QuantSpec{8, 16, "affine", 256}));
   EXPECT_EQ(q.spec_for("m.other").superblock, 0);
+  const QuantizationConfig narrow = parse_quantization(
+      json{{"quantization",
+            {{"bits", 4}, {"group_size", 32}, {"m.head", {{"bits", 8}, {"group_size", 16}, {"code_bits", 6}}}}}},
+      "c.json");
+  EXPECT_EQ(narrow.spec_for("m.head").code_bits, 6);
+  EXPECT_EQ(narrow.spec_for("m.other").code_bits, 0);
   expect_error(
       [] {
         parse_quantization(json{{"quantization", {{"bits", 4}, {"group_size", 32}, {"m", {{"superblock", 5000}}}}}},

@@ -54,7 +54,7 @@ TEST(GgmlAffine, EveryAffineTypeEqualsTheReferenceDequantizationBitForBit) {
     std::vector<float> scales(n / group), biases(n / group);
     ggml_row_to_affine(t, blocks.data(), n, codes.data(), scales.data(), biases.data());
     for (int64_t j = 0; j < n; ++j) {
-      ASSERT_LT(codes[j], 1u << bits) << j;
+      ASSERT_LT(codes[j], t == GgmlType::Q6_K ? 64u : 1u << bits) << j;
       const float got = static_cast<float>(codes[j]) * scales[j / group] + biases[j / group];
       ASSERT_EQ(got, want[j]) << "element " << j;
     }

@@ -153,6 +153,7 @@ void read_quant_fields(const Reader& r, QuantSpec& spec) {
     spec.mode = *m;
   }
   if (const json* v = r.find("superblock")) spec.superblock = static_cast<int>(r.int_value("superblock", *v, 0, 4096));
+  if (const json* v = r.find("code_bits")) spec.code_bits = static_cast<int>(r.int_value("code_bits", *v, 0, 8));
 }
 
 RopeParams default_rope(LayerType t) {
@@ -457,7 +458,8 @@ QuantizationConfig parse_quantization(const json& raw, const std::string& source
   read_quant_fields(r, q.defaults);
   for (auto it = block.begin(); it != block.end(); ++it) {
     const std::string& path = it.key();
-    if (path == "bits" || path == "group_size" || path == "mode" || path == "superblock") continue;
+    if (path == "bits" || path == "group_size" || path == "mode" || path == "superblock" || path == "code_bits")
+      continue;
     const json& v = it.value();
     if (v.is_boolean() && !v.get<bool>()) {
       q.overrides[path] = std::nullopt;

@@ -23,6 +23,10 @@ struct QuantSpec {
   // this many inputs are one f32 factor times int8 multipliers (kernels/shared_scales.h), so the
   // fast kernels' layout stores them compactly. 0: no such promise.
   int superblock = 0;
+  // specula's own key, written into converted GGUF images: every code fits in this many bits,
+  // fewer than `bits` stores them in (GGUF Q6_K's 6-bit codes kept as 8-bit), so the fast kernels'
+  // layout may hold them narrower. 0: no such promise.
+  int code_bits = 0;
   bool operator==(const QuantSpec&) const = default;
 };
 

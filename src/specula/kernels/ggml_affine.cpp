@@ -85,8 +85,8 @@ int ggml_affine_bits(GgmlType t) {
     case GgmlType::Q5_0:
     case GgmlType::Q5_1:
     case GgmlType::Q5_K: return 5;
-    case GgmlType::Q6_K: return 6;
-    case GgmlType::Q8_0: return 8;
+    case GgmlType::Q8_0:
+    case GgmlType::Q6_K: return 8;
     default: return 0;
   }
 }

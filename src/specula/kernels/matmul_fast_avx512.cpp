@@ -1,12 +1,12 @@
 // Fast-precision matmul kernels (AVX-512 VNNI and AVX-512 BF16). Built with AVX-512 flags; called
 // only when the CPU has the instructions (matmul.cpp checks cpu_features()).
 //
-// Affine 4-bit and 8-bit weights, in the packed layout of kernels/packed_affine.h (16 W rows side
-// by side): X is quantized once per call to int16 per row and quantization group
-// (s = max|x| / 32767, q = round-to-nearest-even(x * 32767 / max|x|)); each 32-byte chunk of codes
-// is widened to 16-bit words and `vpdpwssd` (AVX-512 VNNI) multiplies them with a broadcast pair
-// of activations, so lane j sums exactly for W row j. At the end of a group, one vector operation
-// per X row applies the 16 rows' scales and biases:
+// Affine weights as 4-, 6- or 8-bit codes, in the packed layout of kernels/packed_affine.h (16 W
+// rows side by side; 6-bit codes are rebuilt from a nibble and two top bits): X is quantized once per call to int16 per
+// row and quantization group (s = max|x| / 32767, q = round-to-nearest-even(x * 32767 / max|x|)); each 32-byte chunk of
+// codes is widened to 16-bit words and `vpdpwssd` (AVX-512 VNNI) multiplies them with a broadcast pair of activations,
+// so lane j sums exactly for W row j. At the end of a group, one vector operation per X row applies the 16 rows' scales
+// and biases:
 //   acc = fma(float(isum), scale_w * s_x, acc);  acc = fma(bias_w, sum(x over the group), acc)
 // and the 16 results are stored without a reduction.
 //
@@ -298,8 +298,6 @@ inline __m512i quad_codes(const uint8_t* p) {
   }
 }
 
-// As affine_block, with int8 activations: one `vpdpbusd` per 4 inputs and X row instead of two
-// `vpdpwssd`. The same per-group combination in the same order for every R.
 // 6-bit codes: the quads of inputs k..k+3 and k+4..k+7 from their two chunks of low nibbles and
 // the chunk of top bits that follows them (kernels/packed_affine.h).
 inline void six_bit_quads(const uint8_t* three, __m512i& first, __m512i& second) {
@@ -316,6 +314,8 @@ inline void six_bit_quads(const uint8_t* three, __m512i& first, __m512i& second)
   second = _mm512_or_si512(quad_codes<4>(three + 32), second_top);
 }
 
+// As affine_block, with int8 activations: one `vpdpbusd` per 4 inputs and X row instead of two
+// `vpdpwssd`. The same per-group combination in the same order for every R.
 template <int BITS, int GS, int R, bool SHARED>
 void affine_block_i8(const uint8_t* p, int64_t groups, PackedParams pp, const int8_t* xq, int64_t ldq,
                      const float* xscale, const float* xsum, int64_t ldg, float* y, int64_t ldy, __mmask16 valid) {

@@ -58,14 +58,35 @@ void pack_row_codes(const uint8_t* src, int64_t src_bytes, int bits, int j, uint
   }
 }
 
-// As pack_row_codes, code by code, for any stored width: codes [first, first + gs) of the row
-// `words` in the `packed_bits` layout (4, 6 or 8; as wide as `bits` or wider).
-void layout_row_codes(const uint32_t* words, int bits, int64_t first, int gs, int packed_bits, int j, uint8_t* chunks) {
+// The gs codes of one group as stored (`bits` wide, LSB first; a group starts on a byte), read
+// byte by byte so that nothing past the group is touched.
+void read_group_codes(const uint8_t* src, int bits, int gs, uint8_t* codes) {
+  uint64_t pending = 0;
+  int pending_bits = 0;
+  const uint64_t mask = (uint64_t{1} << bits) - 1;
+  for (int i = 0; i < gs; ++i) {
+    while (pending_bits < bits) {
+      pending |= static_cast<uint64_t>(*src++) << pending_bits;
+      pending_bits += 8;
+    }
+    codes[i] = static_cast<uint8_t>(pending & mask);
+    pending >>= bits;
+    pending_bits -= bits;
+  }
+}
+
+// As pack_row_codes, code by code, for any stored width: the group's codes (`src`, as stored) in
+// the `packed_bits` layout (4, 6 or 8). False, with nothing written, when a code does not fit it
+// (codes stored wider than their promised width).
+bool layout_row_codes(const uint8_t* src, int bits, int gs, int packed_bits, int j, uint8_t* chunks) {
   uint8_t* dst = chunks + 2 * j;
+  uint8_t codes[128];  // the largest group
+  read_group_codes(src, bits, gs, codes);
+  if (packed_bits < bits && std::any_of(codes, codes + gs, [&](uint8_t q) { return q >> packed_bits != 0; }))
+    return false;
   if (packed_bits == 6) {
     for (int k = 0; k < gs; k += 8) {
-      uint32_t q[8];
-      for (int i = 0; i < 8; ++i) q[i] = unpack_code(words, bits, first + k + i);
+      const uint8_t* q = codes + k;
       uint8_t* three = dst + k / 8 * 96;  // the two low-nibble chunks, then the top bits
       for (int i = 0; i < 2; ++i) {
         three[32 * i] = static_cast<uint8_t>((q[4 * i] & 15) | (q[4 * i + 2] & 15) << 4);
@@ -74,11 +95,10 @@ void layout_row_codes(const uint32_t* words, int bits, int64_t first, int gs, in
       three[64] = static_cast<uint8_t>(q[0] >> 4 | (q[2] >> 4) << 2 | (q[4] >> 4) << 4 | (q[6] >> 4) << 6);
       three[65] = static_cast<uint8_t>(q[1] >> 4 | (q[3] >> 4) << 2 | (q[5] >> 4) << 4 | (q[7] >> 4) << 6);
     }
-    return;
+    return true;
   }
   for (int k = 0; k < gs; k += 4) {
-    uint32_t q[4];
-    for (int i = 0; i < 4; ++i) q[i] = unpack_code(words, bits, first + k + i);
+    const uint8_t* q = codes + k;
     if (packed_bits == 4) {
       dst[k / 4 * 32] = static_cast<uint8_t>(q[0] | q[2] << 4);
       dst[k / 4 * 32 + 1] = static_cast<uint8_t>(q[1] | q[3] << 4);
@@ -89,13 +109,15 @@ void layout_row_codes(const uint32_t* words, int bits, int64_t first, int gs, in
       }
     }
   }
+  return true;
 }
 
 }  // namespace
 
 int packed_code_bits(const WeightMatrix& w) {
-  if (w.bits <= 4) return 4;
-  return w.bits <= 6 && six_bit_codes_pay() ? 6 : 8;
+  const int width = w.code_bits > 0 ? w.code_bits : w.bits;
+  if (width <= 4) return 4;
+  return width <= 6 && six_bit_codes_pay() ? 6 : 8;
 }
 
 bool six_bit_codes_pay() {
@@ -109,7 +131,7 @@ bool six_bit_codes_pay() {
 bool packable(const WeightMatrix& w) {
   if (w.format != WeightFormat::Affine || !is_supported_bits(w.bits) || w.rows <= 0 || w.cols <= 0) return false;
   const bool group = w.group_size == 32 || w.group_size == 64 || w.group_size == 128 ||
-                     (w.group_size == 16 && w.bits >= 5);  // GGUF Q6_K
+                     (w.group_size == 16 && packed_code_bits(w) >= 6);  // GGUF Q6_K
   const bool superblock = w.superblock == 0 || (shared_factor_format(w.bits, w.group_size) && w.superblock > 0 &&
                                                 w.superblock % w.group_size == 0 && w.cols % w.superblock == 0);
   return group && w.cols % w.group_size == 0 && (w.cols * w.bits) % 32 == 0 && superblock;
@@ -246,8 +268,11 @@ void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t bloc
       for (int64_t g = 0; g < groups; ++g) {
         uint8_t* dst = block + packed_group_offset(w, g);
         if (by_code) {
-          layout_row_codes(reinterpret_cast<const uint32_t*>(src), w.bits, g * w.group_size, w.group_size, packed_bits,
-                           j, dst);
+          if (!layout_row_codes(src + g * src_group_bytes, w.bits, w.group_size, packed_bits, j, dst))
+            fail(
+                "pack_affine: row {} of a [{}, {}] matrix: a code of inputs [{}, {}) does not fit in {} bits, as its "
+                "code_bits {} promised",
+                n, w.rows, w.cols, g * w.group_size, (g + 1) * w.group_size, packed_bits, w.code_bits);
         } else {
           pack_row_codes(src + g * src_group_bytes, src_group_bytes, w.bits, j, dst);
         }

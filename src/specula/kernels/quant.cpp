@@ -24,16 +24,21 @@ void pack_codes(std::span<const uint8_t> codes, int bits, std::span<uint32_t> wo
          total_bits / 32);
   }
   const uint32_t limit = 1u << bits;
-  std::fill(words.begin(), words.end(), 0u);
+  // LSB-first stream: codes enter a 64-bit accumulator above the bits already there, and each
+  // completed 32-bit word leaves it (the stream is a whole number of words).
+  uint64_t pending = 0;
+  int pending_bits = 0;
+  size_t word = 0;
   for (size_t j = 0; j < codes.size(); ++j) {
     const uint32_t q = codes[j];
     if (q >= limit) fail("pack_codes: code {} at index {} does not fit in {} bits", q, j, bits);
-    // LSB-first stream: code j starts at stream bit bits*j and may straddle into the next word.
-    const uint64_t bit = static_cast<uint64_t>(bits) * j;
-    const size_t word = bit / 32;
-    const unsigned shift = bit % 32;
-    words[word] |= q << shift;
-    if (shift + bits > 32) words[word + 1] |= q >> (32 - shift);
+    pending |= static_cast<uint64_t>(q) << pending_bits;
+    pending_bits += bits;
+    if (pending_bits >= 32) {
+      words[word++] = static_cast<uint32_t>(pending);
+      pending >>= 32;
+      pending_bits -= 32;
+    }
   }
 }
 

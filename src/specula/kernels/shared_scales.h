@@ -13,10 +13,9 @@ namespace specula {
 bool factor_shared_scale(const float* values, int n, float& factor, int8_t* multipliers);
 
 // The affine formats whose parameters the fast kernels read as shared factors: 4- and 5-bit groups
-// of 32 and 6-bit groups of 16 (what GGUF Q4_K, Q5_K and Q6_K load as), and 8-bit groups of 16 (Q6_K
-// as earlier converters wrote it).
+// of 32 and 8-bit groups of 16 (what GGUF Q4_K, Q5_K and Q6_K load as).
 inline bool shared_factor_format(int bits, int group_size) {
-  return ((bits == 4 || bits == 5) && group_size == 32) || ((bits == 6 || bits == 8) && group_size == 16);
+  return ((bits == 4 || bits == 5) && group_size == 32) || (bits == 8 && group_size == 16);
 }
 
 }  // namespace specula

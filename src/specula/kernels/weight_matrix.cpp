@@ -137,10 +137,13 @@ WeightMatrix weight_matrix(const ModuleRef& module, int64_t expert) {
   }
   if (q.superblock != 0 && !shared_factor_format(q.bits, q.group_size)) {
     fail(
-        "module '{}': superblock {} is for 4- and 5-bit groups of 32 and 6- and 8-bit groups of 16; it has {}-bit "
+        "module '{}': superblock {} is for 4- and 5-bit groups of 32 and 8-bit groups of 16; it has {}-bit "
         "groups of "
         "{}",
         name, q.superblock, q.bits, q.group_size);
+  }
+  if (q.code_bits != 0 && (q.code_bits < 2 || q.code_bits >= q.bits)) {
+    fail("module '{}': code_bits {} must be at least 2 and fewer than its {} bits", name, q.code_bits, q.bits);
   }
   if (q.superblock != 0 && (q.superblock % q.group_size != 0 || cols % q.superblock != 0)) {
     fail("module '{}': superblock {} is not a multiple of the group size {} that divides the input width {}", name,
@@ -151,6 +154,7 @@ WeightMatrix weight_matrix(const ModuleRef& module, int64_t expert) {
   w.group_size = q.group_size;
   w.scale_dtype = sd;
   w.superblock = q.superblock;
+  w.code_bits = q.code_bits;
   const uint64_t data_bytes = static_cast<uint64_t>(rows) * static_cast<uint64_t>(w.row_bytes());
   const uint64_t sb_bytes = static_cast<uint64_t>(rows) * static_cast<uint64_t>(w.groups_per_row()) * dtype_size(sd);
   check_bytes(*module.weight, name, "weight", data_bytes * stack);

@@ -24,6 +24,9 @@ struct WeightMatrix {
   // Affine, optional: the scales and biases of each run of this many inputs of a row are one f32
   // factor times int8 multipliers (io/config.h QuantSpec::superblock); 0 when not promised.
   int superblock = 0;
+  // Affine, optional: every code fits in this many bits, fewer than `bits` (io/config.h
+  // QuantSpec::code_bits); 0 when not promised.
+  int code_bits = 0;
   // Affine only, optional: the same matrix in the fast kernels' layout
   // (kernels/packed_affine.h), owned by whoever packed it. Without it, fast matmuls pack per call.
   const uint8_t* packed = nullptr;

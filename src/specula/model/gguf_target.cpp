@@ -159,6 +159,9 @@ class TensorConverter {
     if (q.is_null()) q = {{"bits", bits}, {"group_size", group}, {"mode", "affine"}};
     q[module] = {{"bits", bits}, {"group_size", group}};
     if (shared) q[module]["superblock"] = 256;
+    // Q6_K's codes are 6-bit: kept as 8-bit ones, so the exact kernels read them as fast as Q8_0's,
+    // and marked so that the fast kernels' layout holds them as 6-bit (kernels/packed_affine.h).
+    if (t.type == GgmlType::Q6_K) q[module]["code_bits"] = 6;
   }
 
   static std::vector<uint16_t> to_f16(std::span<const float> v) {

@@ -245,7 +245,7 @@ constexpr MatrixTypeName kMatrixTypes[] = {
     {GgufMatrixType::Q4_1, GgmlType::Q4_1, "q4_1"},     {GgufMatrixType::Q5_0, GgmlType::Q5_0, "q5_0"},
     {GgufMatrixType::Q5_1, GgmlType::Q5_1, "q5_1"},     {GgufMatrixType::Q4_K, GgmlType::Q4_K, "q4_k"},
     {GgufMatrixType::Q5_K, GgmlType::Q5_K, "q5_k"},     {GgufMatrixType::Q6_K, GgmlType::Q6_K, "q6_k"},
-    {GgufMatrixType::Q4_K_M, GgmlType::Q4_K, "q4_k_m"},
+    {GgufMatrixType::Q4_K_M, GgmlType::Q4_K, "q4_k_m"}, {GgufMatrixType::Q5_K_M, GgmlType::Q5_K, "q5_k_m"},
 };
 
 GgmlType matrix_type(GgufMatrixType t) {
@@ -313,12 +313,13 @@ void add_tensors(GgufWriter& w, const TensorStore& store, const QuantizationConf
     entries.push_back({*gguf, std::make_shared<const Source>(source_of(store, quantization, st_name))});
     if (entries.back().source->vector == nullptr) matrix_names.push_back(*gguf);
   }
-  const Q4KMMix mix(matrix_names, moe);
+  const bool mixture = options.matrices == GgufMatrixType::Q4_K_M || options.matrices == GgufMatrixType::Q5_K_M;
+  const KQuantMix mix(matrix_names, moe, matrix_type(options.matrices));
   for (const Entry& e : entries) {
     const Source& s = *e.source;
     GgmlType type = GgmlType::F32;
     bool copy_affine = false;
-    if (s.vector == nullptr && options.matrices == GgufMatrixType::Q4_K_M) {
+    if (s.vector == nullptr && mixture) {
       type = mix.type_of(e.gguf, s.cols);
     } else if (s.vector == nullptr) {
       type = matrix_type(options.matrices);

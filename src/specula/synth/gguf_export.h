@@ -10,12 +10,13 @@
 
 namespace specula::synth {
 
-// The K-quants need rows of a multiple of 256 elements; shorter rows are written as f32. Q4_K_M is
-// llama.cpp's mixture of that name (synth/gguf_quant_mix.h), with its fallbacks for short rows.
-enum class GgufMatrixType { F32, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q4_K_M };
+// The K-quants need rows of a multiple of 256 elements; shorter rows are written as f32. Q4_K_M and
+// Q5_K_M are llama.cpp's mixtures of those names (synth/gguf_quant_mix.h), with their fallbacks for
+// short rows.
+enum class GgufMatrixType { F32, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q4_K_M, Q5_K_M };
 
 // ggml spelling in lower case: "f32", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k",
-// "q4_k_m" (throws naming the value for anything else).
+// "q4_k_m", "q5_k_m" (throws naming the value for anything else).
 GgufMatrixType parse_gguf_matrix_type(const std::string& name);
 const char* gguf_matrix_type_name(GgufMatrixType t);
 

@@ -35,7 +35,7 @@ void mark(std::vector<std::string> group, bool index_is_layer, std::map<std::str
 
 }  // namespace
 
-Q4KMMix::Q4KMMix(const std::vector<std::string>& names, bool experts) {
+KQuantMix::KQuantMix(const std::vector<std::string>& names, bool experts, GgmlType base) : base_(base) {
   std::vector<std::string> attn_v, ffn_down;
   for (const std::string& name : names) {
     if (is_attn_v(name)) attn_v.push_back(name);
@@ -45,11 +45,12 @@ Q4KMMix::Q4KMMix(const std::vector<std::string>& names, bool experts) {
   mark(ffn_down, experts, more_bits_);
 }
 
-GgmlType Q4KMMix::type_of(const std::string& name, int64_t cols) const {
+GgmlType KQuantMix::type_of(const std::string& name, int64_t cols) const {
   const auto it = more_bits_.find(name);
   const bool large = is_embedding(name) || (it != more_bits_.end() && it->second);
-  if (cols % 256 == 0) return large ? GgmlType::Q6_K : GgmlType::Q4_K;
-  if (cols % 32 == 0) return large ? GgmlType::Q8_0 : GgmlType::Q5_0;
+  if (cols % 256 == 0) return large ? GgmlType::Q6_K : base_;
+  const GgmlType base_fallback = base_ == GgmlType::Q5_K ? GgmlType::Q5_1 : GgmlType::Q5_0;
+  if (cols % 32 == 0) return large ? GgmlType::Q8_0 : base_fallback;
   return GgmlType::F32;
 }
 
