@@ -31,7 +31,7 @@
 // of 16 f32 scale factors and 16 f32 bias factors (one per row), and each group's parameters are 16
 // int8 scale multipliers then 16 int8 bias multipliers; scale = factor * multiplier, the
 // checkpoint's value bit for bit (kernels/shared_scales.h). A Q4_K group of 16 rows then takes 288
-// bytes plus 16 of header instead of 384, a Q6_K one (6-bit codes) 224 plus 8 instead of 320.
+// bytes plus 16 of header instead of 384, a Q6_K one 288 plus 8 instead of 384 (as 6-bit codes: 224 plus 8).
 #include <cstddef>
 #include <cstdint>
 
