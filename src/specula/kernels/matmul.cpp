@@ -66,8 +66,8 @@ FastKernel fast_kernel(const WeightMatrix& w) {
 #if defined(SPECULA_X86)
   const Isa isa = active_isa();
   const CpuFeatures& f = cpu_features();
-  // Every affine width has a packed layout (4- or 8-bit codes); groups of 16 (GGUF Q6_K) only with
-  // 8-bit codes.
+  // Every affine width has a packed layout (4-, 6- or 8-bit codes); groups of 16 (GGUF Q6_K) only
+  // with codes of 5 bits or more.
   if (w.format == WeightFormat::Affine && packable(w)) {
     if (isa == Isa::Avx512 && f.avx512vnni) return FastKernel::Avx512Vnni;
     if (isa >= Isa::Avx2) return FastKernel::Avx2Int16;  // the same bytes, more instructions
@@ -179,7 +179,7 @@ std::string fast_kernels_summary(Precision precision) {
     const char* n = fast_kernel_name(w, precision);
     return n != nullptr ? std::string(n) : std::string("fast→exact fallback");
   };
-  // The packed code widths: 2-4-bit codes run as 4-bit, 5-8-bit ones as 8-bit.
+  // The packed code widths: 2-4-bit codes run as 4-bit, 5-8-bit ones as 6- or 8-bit.
   const std::string q4 = name(WeightFormat::Affine, 4), q8 = name(WeightFormat::Affine, 8);
   std::string s = std::string(precision_name(precision)) + ": ";
   s += q4 == q8 ? q4 + " for 2-8-bit, " : q4 + " for 2-4-bit, " + q8 + " for 5-8-bit, ";

@@ -136,11 +136,8 @@ WeightMatrix weight_matrix(const ModuleRef& module, int64_t expert) {
          dtype_name(module.biases->dtype), dtype_name(sd));
   }
   if (q.superblock != 0 && !shared_factor_format(q.bits, q.group_size)) {
-    fail(
-        "module '{}': superblock {} is for 4- and 5-bit groups of 32 and 8-bit groups of 16; it has {}-bit "
-        "groups of "
-        "{}",
-        name, q.superblock, q.bits, q.group_size);
+    fail("module '{}': superblock {} is for 4- and 5-bit groups of 32 and 8-bit groups of 16, not {}-bit groups of {}",
+         name, q.superblock, q.bits, q.group_size);
   }
   if (q.code_bits != 0 && (q.code_bits < 2 || q.code_bits >= q.bits)) {
     fail("module '{}': code_bits {} must be at least 2 and fewer than its {} bits", name, q.code_bits, q.bits);

@@ -9,7 +9,8 @@
 //   the layout pack_matrices() builds in memory.
 // The identity key names everything the packed bytes depend on: the directory; each weight file's
 // name, size, mtime and inode; config.json's; kPackedLayoutVersion; and every packed matrix's
-// source tensors (name + byte offset), shape, bits, packed code width, group size, scale dtype, byte size and offset.
+// source tensors (name + byte offset), shape, bits, packed code width, group size, scale dtype,
+// byte size and offset.
 // A file whose header or key does not match exactly, or whose size is not the one they imply, is a
 // miss: the matrices are packed again and the file replaced. Files are written under a
 // process-unique temporary name and renamed over the final one, so a concurrent load sees either
