@@ -137,6 +137,12 @@ inline const uint8_t* group_params(const uint8_t* p, DType dtype, int64_t bytes,
   return p + 2 * bytes;
 }
 
+// The W stream ahead of a 6-bit chunk triple (96 bytes: two 64-byte lines at most).
+inline void prefetch_six_bit_chunks(const uint8_t* three) {
+  _mm_prefetch(reinterpret_cast<const char*>(three + kAffinePrefetchBytes), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(three + 64 + kAffinePrefetchBytes), _MM_HINT_T0);
+}
+
 // One packed block (16 W rows) against R X rows: y[r * ldy + j] for the `valid` lanes j.
 // SHARED: the block's parameters are shared factors (GGUF K-quants; a variant of its own so that
 // the per-group layout's kernels stay as they are).
@@ -180,8 +186,7 @@ void affine_block(const uint8_t* p, int64_t groups, PackedParams pp, const int16
       SPECULA_UNROLL(16)
       for (int c = 0; c < kChunks; c += 2) {
         const uint8_t* three = p + c / 2 * 96;
-        _mm_prefetch(reinterpret_cast<const char*>(three + kAffinePrefetchBytes), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(three + 64 + kAffinePrefetchBytes), _MM_HINT_T0);
+        prefetch_six_bit_chunks(three);
         const __m512i top = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(three + 64)));
         SPECULA_UNROLL(2)
         for (int u = 0; u < 2; ++u) {
@@ -346,8 +351,7 @@ void affine_block_i8(const uint8_t* p, int64_t groups, PackedParams pp, const in
       SPECULA_UNROLL(16)
       for (int q = 0; q < kQuads; q += 2) {
         const uint8_t* three = p + q / 2 * 96;
-        _mm_prefetch(reinterpret_cast<const char*>(three + kAffinePrefetchBytes), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(three + 64 + kAffinePrefetchBytes), _MM_HINT_T0);
+        prefetch_six_bit_chunks(three);
         __m512i first, second;
         six_bit_quads(three, first, second);
         SPECULA_UNROLL(8)

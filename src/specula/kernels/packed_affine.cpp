@@ -31,6 +31,16 @@ constexpr size_t kHugePage = size_t{2} << 20;
 
 int64_t block_count(const WeightMatrix& w) { return (w.rows + kPackedRows - 1) / kPackedRows; }
 
+// Whether the fast kernels that run are the AVX-512 VNNI ones (the layouts they alone read pay
+// only there).
+bool avx512_vnni_kernels_active() {
+#if defined(SPECULA_X86)
+  return active_isa() == Isa::Avx512 && cpu_features().avx512vnni;
+#else
+  return false;
+#endif
+}
+
 inline uint64_t load64(const uint8_t* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
@@ -120,13 +130,7 @@ int packed_code_bits(const WeightMatrix& w) {
   return width <= 6 && six_bit_codes_pay() ? 6 : 8;
 }
 
-bool six_bit_codes_pay() {
-#if defined(SPECULA_X86)
-  return active_isa() == Isa::Avx512 && cpu_features().avx512vnni;
-#else
-  return false;
-#endif
-}
+bool six_bit_codes_pay() { return avx512_vnni_kernels_active(); }
 
 bool packable(const WeightMatrix& w) {
   if (w.format != WeightFormat::Affine || !is_supported_bits(w.bits) || w.rows <= 0 || w.cols <= 0) return false;
@@ -137,13 +141,7 @@ bool packable(const WeightMatrix& w) {
   return group && w.cols % w.group_size == 0 && (w.cols * w.bits) % 32 == 0 && superblock;
 }
 
-bool shared_factors_pay() {
-#if defined(SPECULA_X86)
-  return active_isa() == Isa::Avx512 && cpu_features().avx512vnni;
-#else
-  return false;
-#endif
-}
+bool shared_factors_pay() { return avx512_vnni_kernels_active(); }
 
 void use_shared_factors_where_they_pay(WeightMatrix& w) {
   if (!shared_factors_pay()) w.superblock = 0;
