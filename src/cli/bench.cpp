@@ -45,6 +45,7 @@ struct BenchArgs {
   bool json = false;
   std::string precision = "fast";
   std::string draft_quant = "auto";
+  std::string draft_head = "stored";
   std::string kv_type = "f32";
   bool quick = false;
   int64_t runs = 0;  // 0: the default of the chosen mode (full or quick)
@@ -102,6 +103,7 @@ void run_concurrency_bench(const BenchArgs& a) {
   o.threads = *std::max_element(a.threads.begin(), a.threads.end());
   o.precision = parse_precision(a.precision);
   o.draft_quant = parse_drafter_quant(a.draft_quant);
+  o.draft_head = parse_drafter_head(a.draft_head);
   o.kv_type = parse_kv_type(a.kv_type);
   o.packed_cache_dir = default_packed_cache_dir();
   if (a.runs > 0) o.runs = a.runs;
@@ -152,6 +154,7 @@ void run_bench(const BenchArgs& a) {
     if (std::find(o.threads.begin(), o.threads.end(), t) == o.threads.end()) o.threads.push_back(t);
   o.precision = parse_precision(a.precision);
   o.draft_quant = parse_drafter_quant(a.draft_quant);
+  o.draft_head = parse_drafter_head(a.draft_head);
   o.kv_type = parse_kv_type(a.kv_type);
   o.packed_cache_dir = default_packed_cache_dir();
   if (a.runs > 0) o.runs = a.runs;
@@ -217,6 +220,11 @@ void add_bench_command(CLI::App& app) {
                   "drafter weights: auto (4-bit copies of a dense-head drafter's 16-bit matrices in fast and int8 "
                   "precision), none (as stored), q4 or q8 (affine copies made at load)")
       ->check(CLI::IsMember({"auto", "none", "q4", "q8"}))
+      ->capture_default_str();
+  cmd->add_option("--draft-head", args->draft_head,
+                  "drafter head of a dense-head drafter: stored (every vocabulary row each step) or clusters "
+                  "(2048 clusters built at load; a step scores the tokens of the best 32)")
+      ->check(CLI::IsMember({"stored", "clusters"}))
       ->capture_default_str();
   add_kv_type_option(cmd, args->kv_type);
   cmd->add_option("--runs", args->runs,

@@ -43,6 +43,7 @@ struct ChatArgs {
   std::string gamma = "auto";
   std::string drafter_compat = "ollama";
   std::string draft_quant = "auto";
+  std::string draft_head = "stored";
   std::string system;
   std::string chat_template;
   std::string precision = "fast";
@@ -103,6 +104,7 @@ int run_chat(const ChatArgs& a) {
   eo.draft = a.draft;
   eo.drafter_compat = a.drafter_compat;
   eo.draft_quant = a.draft_quant;
+  eo.draft_head = a.draft_head;
   eo.gamma = a.gamma;
   eo.chat_template_file = a.chat_template;
   eo.threads = a.threads;
@@ -214,6 +216,9 @@ void add_chat_command(CLI::App& app) {
   cmd->add_option("--draft-quant", args->draft_quant,
                   "drafter weights: 'auto' (default), 'none' (as stored), 'q4' or 'q8' (affine copies made at load)")
       ->check(CLI::IsMember({"auto", "none", "q4", "q8"}));
+  cmd->add_option("--draft-head", args->draft_head,
+                  "drafter head of a dense-head drafter: 'stored' (default) or 'clusters' (built at load)")
+      ->check(CLI::IsMember({"stored", "clusters"}));
   cmd->add_option("--system", args->system, "system message at the start of the conversation");
   cmd->add_option("--max-tokens", args->max_tokens, "longest answer in tokens")
       ->check(in_range(limits::kMaxTokens))

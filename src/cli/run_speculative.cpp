@@ -39,6 +39,10 @@ void add_speculative_options(CLI::App* cmd, SpeculativeRunArgs& a) {
                   "drafter weights: 'auto' (default: 4-bit copies of a dense-head drafter's 16-bit matrices in fast "
                   "and int8 precision), 'none' (as stored), 'q4' or 'q8' (copies of every 16/32-bit matrix)")
       ->check(CLI::IsMember({"auto", "none", "q4", "q8"}));
+  cmd->add_option("--draft-head", a.draft_head,
+                  "drafter head of a dense-head drafter: 'stored' (default: every vocabulary row each step) or "
+                  "'clusters' (2048 clusters built at load; a step scores the tokens of the best 32)")
+      ->check(CLI::IsMember({"stored", "clusters"}));
   cmd->add_option("--temperature", a.temperature, "sampling temperature (0 or absent = greedy)")
       ->check(in_range(limits::kTemperature));
   cmd->add_option("--top-k", a.top_k, "keep the k most likely tokens (0 = off)")->check(in_range(limits::kTopK));
@@ -99,8 +103,8 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
   auto model = load_target_with_eos(b.model, opts, b.tokenizer_eos_ids);
   std::unique_ptr<Drafter> drafter;
   if (has_draft && so.method == DraftMethod::Drafter)
-    drafter =
-        Drafter::load(a.draft, *model, parse_drafter_convention(a.drafter_compat), parse_drafter_quant(a.draft_quant));
+    drafter = Drafter::load(a.draft, *model, parse_drafter_convention(a.drafter_compat),
+                            parse_drafter_quant(a.draft_quant), parse_drafter_head(a.draft_head));
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ThreadPool pool(b.threads);
   TargetCache cache = model->new_cache();
@@ -132,6 +136,7 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
                             {"draft", has_draft ? a.draft : std::string("none")},
                             {"drafter_compat", a.drafter_compat},
                             {"draft_quant", a.draft_quant},
+                            {"draft_head", a.draft_head},
                             {"temperature", so.sampling.temperature},
                             {"seed", so.sampling.seed},
                             {"drafted", s.drafted},
@@ -154,7 +159,9 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
     std::fputs(out.c_str(), stdout);
   } else {
     print_run_output(res.tokens, text);
-    const std::string copies = drafter != nullptr ? drafter_copies_note(*drafter) : std::string();
+    std::string copies = drafter != nullptr ? drafter_copies_note(*drafter) : std::string();
+    if (drafter != nullptr && drafter->built_head())
+      copies += (copies.empty() ? "" : ", ") + drafter_head_note(*drafter);
     std::fputs(fmt::format("load {:.1f} ms{}{} | prefill {} tokens, {:.1f} tok/s | decode {} tokens, {:.2f} tok/s | "
                            "drafted {}, accepted {} ({:.1f}%), target calls {} | stop: {} | {} threads{}\n",
                            load_ms, load_note(*model), copies.empty() ? "" : " (drafter: " + copies + ")",

@@ -20,6 +20,7 @@ struct SpeculativeRunArgs {
   std::string gamma = "auto";  // N or "auto"
   std::string drafter_compat = "ollama";
   std::string draft_quant = "auto";
+  std::string draft_head = "stored";
   std::optional<double> temperature;  // absent = greedy
   std::optional<int> top_k;
   std::optional<double> top_p;

@@ -126,6 +126,11 @@ void add_serve_command(CLI::App& app) {
                   "precision) | none (as stored) | q4 | q8 (affine copies made at load)")
       ->check(CLI::IsMember({"auto", "none", "q4", "q8"}))
       ->capture_default_str();
+  cmd->add_option("--draft-head", args->engine.draft_head,
+                  "drafter head of a dense-head drafter: stored (every vocabulary row each step) | clusters "
+                  "(2048 clusters built at load; a step scores the tokens of the best 32)")
+      ->check(CLI::IsMember({"stored", "clusters"}))
+      ->capture_default_str();
   cmd->add_option("--chat-template", args->engine.chat_template_file,
                   "chat template file (overrides the checkpoint's)");
   cmd->add_option("--threads", args->engine.threads, "compute threads (0 = all cores)")

@@ -208,12 +208,13 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
     for (int64_t r = 0; r < o.runs; ++r) {
       drafter.reset();
       const auto t0 = Clock::now();
-      drafter = Drafter::load(m.drafter_dir, *model, DrafterConvention::Ollama, o.draft_quant);
+      drafter = Drafter::load(m.drafter_dir, *model, DrafterConvention::Ollama, o.draft_quant, o.draft_head);
       loads.push_back(ms_since(t0));
     }
     fig.drafter_load_ms = median(loads);
     fig.drafter_bytes_on_disk = drafter->checkpoint().store.total_bytes();
-    const std::string copies = drafter_copies_note(*drafter);
+    std::string copies = drafter_copies_note(*drafter);
+    if (drafter->built_head()) copies += (copies.empty() ? "" : ", ") + drafter_head_note(*drafter);
     fig.drafter_weights = copies.empty() ? "as stored" : copies;
   }
   const CheckpointSummary summary = summarize_checkpoint(model->checkpoint());

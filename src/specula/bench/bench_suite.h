@@ -29,6 +29,7 @@ struct SuiteOptions {
   std::vector<int> threads = {1, 2};
   Precision precision = Precision::Fast;
   DrafterQuant draft_quant = DrafterQuant::Auto;
+  DrafterHead draft_head = DrafterHead::Stored;
   KvType kv_type = KvType::F32;
   int64_t runs = 3;             // every figure is the median over this many runs
   int64_t prompt_tokens = 512;  // prefill / time-to-first-token prompt
@@ -89,7 +90,7 @@ struct ModelFigures {
   std::string drafter_dir;  // empty: target only
   double load_ms = 0.0;
   double drafter_load_ms = 0.0;
-  std::string drafter_weights;   // "as stored" or the affine copies made at load (model/drafter.h)
+  std::string drafter_weights;   // "as stored", or the affine copies and candidate head made at load (model/drafter.h)
   uint64_t bytes_per_token = 0;  // weight bytes one decode step streams
   // What a prompt token of a prefill multiplies: bytes_per_token less the LM head (a prefill takes
   // the logits of its last row only).

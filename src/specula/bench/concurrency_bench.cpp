@@ -204,7 +204,8 @@ ConcurrencyReport bench_concurrency(const std::string& model_dir, const std::str
   log(fmt::format("loading {} ...", model_dir));
   auto model = TargetModel::load(model_dir, to);
   std::unique_ptr<Drafter> drafter;
-  if (!drafter_dir.empty()) drafter = Drafter::load(drafter_dir, *model, DrafterConvention::Ollama, o.draft_quant);
+  if (!drafter_dir.empty())
+    drafter = Drafter::load(drafter_dir, *model, DrafterConvention::Ollama, o.draft_quant, o.draft_head);
   ThreadPool pool(o.threads);
   const int most = *std::max_element(o.concurrency.begin(), o.concurrency.end());
 

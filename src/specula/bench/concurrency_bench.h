@@ -30,6 +30,7 @@ struct ConcurrencyOptions {
   int threads = 2;
   Precision precision = Precision::Fast;
   DrafterQuant draft_quant = DrafterQuant::Auto;
+  DrafterHead draft_head = DrafterHead::Stored;
   KvType kv_type = KvType::F32;
   int64_t runs = 1;            // the median run (by aggregate tok/s) is reported
   int64_t prompt_tokens = 64;  // each stream's own prompt

@@ -72,6 +72,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
   e->gamma_ = parse_gamma_choice(options.gamma);
   const DrafterConvention convention = parse_drafter_convention(options.drafter_compat);
   const DrafterQuant draft_quant = parse_drafter_quant(options.draft_quant);
+  const DrafterHead draft_head = parse_drafter_head(options.draft_head);
 
   TargetOptions to;
   to.prefill_chunk = options.prefill_chunk;
@@ -132,11 +133,10 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& options, const LoadPro
   } else if (!options.draft.empty()) {
     t0 = Clock::now();
     say(fmt::format("loading drafter {} ({}) ...", options.draft, drafter_convention_name(convention)));
-    e->drafter_ = Drafter::load(options.draft, *e->model_, convention, draft_quant);
+    e->drafter_ = Drafter::load(options.draft, *e->model_, convention, draft_quant, draft_head);
     const std::string copies = drafter_copies_note(*e->drafter_);
-    say(fmt::format("loaded drafter: {} layers, {} head{} ({:.0f} ms)", e->drafter_->checkpoint().config.layers.size(),
-                    e->drafter_->centroid_head() ? "centroid" : "dense", copies.empty() ? "" : ", " + copies,
-                    ms_since(t0)));
+    say(fmt::format("loaded drafter: {} layers, {}{} ({:.0f} ms)", e->drafter_->checkpoint().config.layers.size(),
+                    drafter_head_note(*e->drafter_), copies.empty() ? "" : ", " + copies, ms_since(t0)));
   }
 
   if (e->model_->checkpoint().generation) {

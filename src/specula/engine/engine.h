@@ -47,6 +47,7 @@ struct EngineOptions {
   std::string draft;                      // drafter checkpoint dir, "lookup", or "" (plain decoding)
   std::string drafter_compat = "ollama";  // ollama | mlx-bun (model/drafter.h)
   std::string draft_quant = "auto";       // auto | none | q4 | q8 (model/drafter.h)
+  std::string draft_head = "stored";      // stored | clusters (model/drafter.h)
   std::string gamma = "auto";             // default draft length: N or "auto"
   std::string chat_template_file;         // overrides the checkpoint's chat template
   int threads = 0;                        // 0 = hardware concurrency

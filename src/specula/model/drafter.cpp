@@ -16,6 +16,7 @@
 #include "specula/model/gguf_target.h"
 #include "specula/model/layer_ops.h"
 #include "specula/model/target_weights.h"
+#include "specula/model/token_clusters.h"
 #include "specula/util/error.h"
 
 namespace specula {
@@ -38,6 +39,14 @@ const char* drafter_quant_name(DrafterQuant q) {
     case DrafterQuant::Q8: return "q8";
   }
   return "?";
+}
+
+const char* drafter_head_name(DrafterHead h) { return h == DrafterHead::Stored ? "stored" : "clusters"; }
+
+DrafterHead parse_drafter_head(const std::string& name) {
+  if (name == "stored") return DrafterHead::Stored;
+  if (name == "clusters") return DrafterHead::Clusters;
+  fail("unknown drafter head '{}' (expected 'stored' or 'clusters')", name);
 }
 
 DrafterQuant parse_drafter_quant(const std::string& name) {
@@ -87,6 +96,9 @@ struct Drafter::Workspace {
   std::vector<int64_t> positions, top;
   // Fast precision: the candidate rows of the centroid head copied in their stored format.
   std::vector<uint8_t> raw_rows, raw_scales, raw_biases;
+  // A built head: the candidates' rows in its cluster-ordered table, or their packed blocks.
+  std::vector<int32_t> table_rows;
+  std::vector<uint8_t> packed_rows;
 };
 
 namespace {
@@ -148,17 +160,17 @@ WeightMatrix gather_stored_rows(const WeightMatrix& table, const int32_t* ids, i
 }  // namespace
 
 std::unique_ptr<Drafter> Drafter::load(const std::string& dir, const TargetModel& target, DrafterConvention convention,
-                                       DrafterQuant quant) {
+                                       DrafterQuant quant, DrafterHead head) {
   GgufLoadOptions gguf;
   gguf.image_cache_dir = gguf_image_cache_dir(target.options().packed_cache_dir);
   auto ck = std::make_unique<DrafterCheckpoint>(load_any_drafter(dir, gguf));
-  return std::make_unique<Drafter>(std::move(ck), target, convention, quant);
+  return std::make_unique<Drafter>(std::move(ck), target, convention, quant, head);
 }
 
 Drafter::~Drafter() = default;
 
 Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetModel& target, DrafterConvention convention,
-                 DrafterQuant quant)
+                 DrafterQuant quant, DrafterHead head)
     : checkpoint_(std::move(checkpoint)), target_(target), convention_(convention), ws_(std::make_unique<Workspace>()) {
   const DrafterCheckpoint& ck = *checkpoint_;
   const DrafterConfig& cfg = ck.config;
@@ -189,38 +201,7 @@ Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetMode
          vocab_, hidden_);
   final_norm_ = vector_of(ck.final_norm, hidden_, "model.norm.weight");
 
-  if (ck.centroid_head) {
-    if (!ck.centroids || ck.token_ordering == nullptr)
-      fail("drafter {}: the centroid head needs masked_embedding.centroids and masked_embedding.token_ordering",
-           ck.dir);
-    centroids_ = weight_matrix(*ck.centroids);
-    clusters_ = cfg.num_centroids;
-    top_clusters_ = cfg.centroid_intermediate_top_k;
-    if (clusters_ <= 0 || vocab_ % clusters_ != 0 || centroids_.rows != clusters_ || top_clusters_ <= 0 ||
-        top_clusters_ > clusters_)
-      fail("drafter {}: centroid head geometry invalid (num_centroids {}, centroids rows {}, top_k {}, vocab {})",
-           ck.dir, clusters_, centroids_.rows, top_clusters_, vocab_);
-    cluster_size_ = vocab_ / clusters_;
-    const TensorView& ord = *ck.token_ordering;
-    if (ord.numel() != vocab_)
-      fail("drafter {}: masked_embedding.token_ordering has {} entries, expected {}", ck.dir, ord.numel(), vocab_);
-    token_ordering_.resize(static_cast<size_t>(vocab_));
-    for (int64_t i = 0; i < vocab_; ++i) {
-      int64_t v = 0;
-      if (ord.dtype == DType::I64) {
-        std::memcpy(&v, ord.data + i * 8, 8);
-      } else if (ord.dtype == DType::I32) {
-        int32_t w = 0;
-        std::memcpy(&w, ord.data + i * 4, 4);
-        v = w;
-      } else {
-        fail("drafter {}: masked_embedding.token_ordering must be int64 or int32", ck.dir);
-      }
-      if (v < 0 || v >= vocab_)
-        fail("drafter {}: masked_embedding.token_ordering[{}] = {} is outside [0, {})", ck.dir, i, v, vocab_);
-      token_ordering_[static_cast<size_t>(i)] = static_cast<int32_t>(v);
-    }
-  }
+  if (ck.centroid_head) use_stored_centroid_head();
 
   const int nl = static_cast<int>(ck.layers.size());
   if (nl != static_cast<int>(cfg.layers.size()))
@@ -255,12 +236,18 @@ Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetMode
            L.q_proj.cols, D, hidden_);
   }
   ThreadPool pool(target.options().load_threads);
+  if (head == DrafterHead::Clusters && !ck.centroid_head) build_candidate_head(pool);
   copy_dense_matrices(drafter_quant_bits(quant, ck.centroid_head, target.options().precision), pool);
+  if (built_head() && embed_tokens_.data != ordered_rows_.data()) {  // copied: the copy is read instead
+    ordered_rows_ = {};
+    ordered_scales_ = {};
+    ordered_biases_ = {};
+  }
   if (is_low_precision(target.options().precision)) {
-    // Quantized matrices: the fast kernels' layout once here rather than per step (the centroid
-    // head's rows are gathered per step and packed then).
+    // Quantized matrices: the fast kernels' layout once here rather than per step (a stored
+    // centroid head's rows are gathered per step and packed then).
     std::vector<WeightMatrix*> fast = matrices();
-    if (ck.centroid_head) std::erase(fast, &embed_tokens_);
+    if (centroid_head()) std::erase(fast, &embed_tokens_);
     for (WeightMatrix* w : fast) use_shared_factors_where_they_pay(*w);
     std::erase_if(fast, [](const WeightMatrix* w) { return !packable(*w) || !fast_matmul_supported(*w); });
     packed_ = pack_matrices(fast, pool);
@@ -268,9 +255,68 @@ Drafter::Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetMode
   map_pages_in();
 }
 
+// The checkpoint's centroids and token ordering (E2B/E4B assistants), checked against the vocabulary.
+void Drafter::use_stored_centroid_head() {
+  const DrafterCheckpoint& ck = *checkpoint_;
+  const DrafterConfig& cfg = ck.config;
+  if (!ck.centroids || ck.token_ordering == nullptr)
+    fail("drafter {}: the centroid head needs masked_embedding.centroids and masked_embedding.token_ordering", ck.dir);
+  centroids_ = weight_matrix(*ck.centroids);
+  clusters_ = cfg.num_centroids;
+  top_clusters_ = cfg.centroid_intermediate_top_k;
+  if (clusters_ <= 0 || vocab_ % clusters_ != 0 || centroids_.rows != clusters_ || top_clusters_ <= 0 ||
+      top_clusters_ > clusters_)
+    fail("drafter {}: centroid head geometry invalid (num_centroids {}, centroids rows {}, top_k {}, vocab {})", ck.dir,
+         clusters_, centroids_.rows, top_clusters_, vocab_);
+  cluster_size_ = vocab_ / clusters_;
+  const TensorView& ord = *ck.token_ordering;
+  if (ord.numel() != vocab_)
+    fail("drafter {}: masked_embedding.token_ordering has {} entries, expected {}", ck.dir, ord.numel(), vocab_);
+  token_ordering_.resize(static_cast<size_t>(vocab_));
+  for (int64_t i = 0; i < vocab_; ++i) {
+    int64_t v = 0;
+    if (ord.dtype == DType::I64) {
+      std::memcpy(&v, ord.data + i * 8, 8);
+    } else if (ord.dtype == DType::I32) {
+      int32_t w = 0;
+      std::memcpy(&w, ord.data + i * 4, 4);
+      v = w;
+    } else {
+      fail("drafter {}: masked_embedding.token_ordering must be int64 or int32", ck.dir);
+    }
+    if (v < 0 || v >= vocab_)
+      fail("drafter {}: masked_embedding.token_ordering[{}] = {} is outside [0, {})", ck.dir, i, v, vocab_);
+    token_ordering_[static_cast<size_t>(i)] = static_cast<int32_t>(v);
+  }
+}
+
+// DrafterHead::Clusters: the dense head's table split into balanced clusters, scored like a
+// centroid head. Built from the stored values, before any affine copy replaces them.
+void Drafter::build_candidate_head(ThreadPool& pool) {
+  if (token_cluster_count(vocab_) == 0)
+    fail("drafter {}: --draft-head clusters needs a vocabulary of a multiple of 256 tokens; it has {}",
+         checkpoint_->dir, vocab_);
+  TokenClusters built = build_token_clusters(embed_tokens_, pool);
+  built_centroids_ = std::move(built.centroids);
+  token_ordering_ = std::move(built.token_ordering);
+  clusters_ = built.clusters;
+  cluster_size_ = built.cluster_size;
+  top_clusters_ = built.top_clusters;
+  // The table's rows in cluster order, so that a step reads each chosen cluster as one run.
+  const WeightMatrix stored = embed_tokens_;
+  embed_tokens_ =
+      gather_stored_rows(stored, token_ordering_.data(), vocab_, ordered_rows_, ordered_scales_, ordered_biases_, pool);
+  checkpoint_->store.release_pages(stored.data, static_cast<size_t>(stored.rows * stored.row_bytes()));
+  centroids_ = WeightMatrix{};
+  centroids_.format = WeightFormat::F32;
+  centroids_.rows = clusters_;
+  centroids_.cols = hidden_;
+  centroids_.data = built_centroids_.data();
+}
+
 std::vector<WeightMatrix*> Drafter::matrices() {
   std::vector<WeightMatrix*> all = {&pre_projection_, &post_projection_, &embed_tokens_};
-  if (checkpoint_->centroid_head) all.push_back(&centroids_);
+  if (candidate_head()) all.push_back(&centroids_);
   for (Layer& L : layers_) {
     for (WeightMatrix* w : {&L.q_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj}) all.push_back(w);
   }
@@ -306,6 +352,11 @@ void Drafter::copy_dense_matrices(int bits, ThreadPool& pool) {
     *w = copies_.back().matrix();
   }
   if (!copies_.empty()) copy_bits_ = bits;
+}
+
+std::string drafter_head_note(const Drafter& drafter) {
+  if (drafter.built_head()) return fmt::format("candidate head of {} clusters built at load", drafter.clusters());
+  return drafter.centroid_head() ? "centroid head" : "dense head";
 }
 
 std::string drafter_copies_note(const Drafter& drafter) {
@@ -416,7 +467,7 @@ void Drafter::mlp_block(const Layer& L, int64_t n, Workspace& ws, const Linear& 
 void Drafter::head(int64_t n, std::vector<DraftStep>& out, const Linear& linear) const {
   Workspace& ws = *ws_;
   const float* x = ws.x.data();
-  if (!checkpoint_->centroid_head) {
+  if (!candidate_head()) {
     // Dense tied head: one logit per vocabulary id, every row's in one pass over the table.
     ensure(ws.dense_scores, n * vocab_);
     linear(x, n, embed_tokens_, ws.dense_scores.data());
@@ -450,6 +501,24 @@ void Drafter::centroid_candidates(const float* x, const float* cluster_scores, D
     std::memcpy(out.candidate_ids.data() + c * cluster_size_,
                 token_ordering_.data() + ws.top[static_cast<size_t>(c)] * cluster_size_,
                 sizeof(int32_t) * static_cast<size_t>(cluster_size_));
+  // A built head's table is in cluster order: its candidates are runs of rows, and where the
+  // table is packed, runs of packed blocks, copied as they are.
+  const int32_t* table_rows = out.candidate_ids.data();
+  if (built_head()) {
+    if (embed_tokens_.packed != nullptr && is_low_precision(linear.precision_for(embed_tokens_)) &&
+        cluster_size_ % kPackedRows == 0) {
+      out.candidate_scores.resize(static_cast<size_t>(n));
+      linear(x, 1, packed_cluster_rows(ws), out.candidate_scores.data());
+      out.token = best_candidate(out);
+      return;
+    }
+    ws.table_rows.resize(static_cast<size_t>(n));
+    for (int64_t c = 0; c < top_clusters_; ++c)
+      for (int64_t j = 0; j < cluster_size_; ++j)
+        ws.table_rows[static_cast<size_t>(c * cluster_size_ + j)] =
+            static_cast<int32_t>(ws.top[static_cast<size_t>(c)] * cluster_size_ + j);
+    table_rows = ws.table_rows.data();
+  }
   WeightMatrix rows;
   // The candidate rows in their stored format when a kernel takes them so: the fast kernel scores
   // quantized rows, and the exact kernels treat dense rows (bf16, f16, f32) alike, widening each
@@ -457,11 +526,10 @@ void Drafter::centroid_candidates(const float* x, const float* cluster_scores, D
   // scores. Quantized rows in exact precision are dequantized to f32 as before.
   if (embed_tokens_.format != WeightFormat::Affine ||
       (is_low_precision(linear.precision_for(embed_tokens_)) && fast_matmul_supported(embed_tokens_))) {
-    rows = gather_stored_rows(embed_tokens_, out.candidate_ids.data(), n, ws.raw_rows, ws.raw_scales, ws.raw_biases,
-                              linear.pool);
+    rows = gather_stored_rows(embed_tokens_, table_rows, n, ws.raw_rows, ws.raw_scales, ws.raw_biases, linear.pool);
   } else {
     ensure(ws.gathered, n * hidden_);
-    gather_rows(embed_tokens_, out.candidate_ids.data(), n, ws.gathered.data());
+    gather_rows(embed_tokens_, table_rows, n, ws.gathered.data());
     rows.format = WeightFormat::F32;
     rows.rows = n;
     rows.cols = hidden_;
@@ -469,7 +537,29 @@ void Drafter::centroid_candidates(const float* x, const float* cluster_scores, D
   }
   out.candidate_scores.resize(static_cast<size_t>(n));
   linear(x, 1, rows, out.candidate_scores.data());
-  // Best score, lowest vocabulary id among equal maxima (= argmax of the scattered logits).
+  out.token = best_candidate(out);
+}
+
+// The chosen clusters' packed blocks, in the order of ws.top, as one packed matrix. Its `data`
+// still points at the whole table (the kernels read `packed`, laid out for this kernel set).
+WeightMatrix Drafter::packed_cluster_rows(Workspace& ws) const {
+  const auto run = static_cast<size_t>(packed_block_bytes(embed_tokens_) * (cluster_size_ / kPackedRows));
+  ws.packed_rows.resize(run * static_cast<size_t>(top_clusters_));
+  for (int64_t c = 0; c < top_clusters_; ++c)
+    std::memcpy(ws.packed_rows.data() + static_cast<size_t>(c) * run,
+                embed_tokens_.packed + static_cast<size_t>(ws.top[static_cast<size_t>(c)]) * run, run);
+  WeightMatrix rows = embed_tokens_;
+  rows.rows = top_clusters_ * cluster_size_;
+  rows.packed = ws.packed_rows.data();
+  if (rows.packed_bits != packed_code_bits(rows))
+    fail("drafter: the candidate table was packed in {}-bit codes, the kernels read {}", rows.packed_bits,
+         packed_code_bits(rows));
+  return rows;
+}
+
+// Best score, lowest vocabulary id among equal maxima (= argmax of the scattered logits).
+int32_t Drafter::best_candidate(const DraftStep& out) {
+  const auto n = static_cast<int64_t>(out.candidate_ids.size());
   int64_t best = -1;
   for (int64_t i = 0; i < n; ++i) {
     const float s = out.candidate_scores[static_cast<size_t>(i)];
@@ -479,8 +569,8 @@ void Drafter::centroid_candidates(const float* x, const float* cluster_scores, D
          out.candidate_ids[static_cast<size_t>(i)] < out.candidate_ids[static_cast<size_t>(best)]))
       best = i;
   }
-  out.token = best < 0 ? *std::min_element(out.candidate_ids.begin(), out.candidate_ids.end())
-                       : out.candidate_ids[static_cast<size_t>(best)];
+  return best < 0 ? *std::min_element(out.candidate_ids.begin(), out.candidate_ids.end())
+                  : out.candidate_ids[static_cast<size_t>(best)];
 }
 
 }  // namespace specula

@@ -52,6 +52,17 @@ DrafterQuant parse_drafter_quant(const std::string& name);
 // The copies' bits (4 or 8), or 0 for the stored weights.
 int drafter_quant_bits(DrafterQuant q, bool centroid_head, Precision precision);
 
+// Which head scores a dense-head drafter's drafts. Like DrafterQuant it changes what a draft step
+// costs and which drafts it proposes, never the output.
+//  * Stored (default): the dense tied head, every vocabulary row each step;
+//  * Clusters: a candidate head built at load (model/token_clusters.h): the step scores 2048
+//    cluster centroids, then the tokens of the best 32 clusters (4096 of 262144 rows).
+// A drafter with its own centroid head (E2B/E4B) always uses it.
+enum class DrafterHead { Stored, Clusters };
+const char* drafter_head_name(DrafterHead h);  // "stored" / "clusters"
+// Throws specula::Error naming the value and the accepted names.
+DrafterHead parse_drafter_head(const std::string& name);
+
 struct DraftCandidate {
   int32_t id = 0;
   float score = 0.0f;
@@ -87,14 +98,19 @@ class Drafter {
   // specula::Error listing every incompatibility with both values.
   static std::unique_ptr<Drafter> load(const std::string& dir, const TargetModel& target,
                                        DrafterConvention convention = DrafterConvention::Ollama,
-                                       DrafterQuant quant = DrafterQuant::Auto);
+                                       DrafterQuant quant = DrafterQuant::Auto, DrafterHead head = DrafterHead::Stored);
   Drafter(std::unique_ptr<DrafterCheckpoint> checkpoint, const TargetModel& target, DrafterConvention convention,
-          DrafterQuant quant = DrafterQuant::Auto);
+          DrafterQuant quant = DrafterQuant::Auto, DrafterHead head = DrafterHead::Stored);
   ~Drafter();
 
   const DrafterCheckpoint& checkpoint() const { return *checkpoint_; }
   DrafterConvention convention() const { return convention_; }
   bool centroid_head() const { return checkpoint_->centroid_head; }
+  // Whether a step scores candidates (a centroid head, stored or built at load) rather than the
+  // whole vocabulary.
+  bool candidate_head() const { return clusters_ > 0; }
+  bool built_head() const { return !built_centroids_.empty(); }
+  int64_t clusters() const { return clusters_; }              // 0 for the dense head
   int64_t hidden_size() const { return hidden_; }             // h
   int64_t backbone_hidden_size() const { return backbone_; }  // H_b (= the target's H)
   int64_t vocab_size() const { return vocab_; }
@@ -120,9 +136,13 @@ class Drafter {
   void mlp_block(const Layer& L, int64_t n, Workspace& ws, const Linear& linear) const;
   void head(int64_t n, std::vector<DraftStep>& out, const Linear& linear) const;
   void centroid_candidates(const float* x, const float* cluster_scores, DraftStep& out, const Linear& linear) const;
+  WeightMatrix packed_cluster_rows(Workspace& ws) const;
+  static int32_t best_candidate(const DraftStep& out);
   std::vector<WeightMatrix*> matrices();  // every matrix a step reads
   void map_pages_in();
   void copy_dense_matrices(int bits, ThreadPool& pool);
+  void use_stored_centroid_head();
+  void build_candidate_head(ThreadPool& pool);
 
   std::unique_ptr<DrafterCheckpoint> checkpoint_;
   const TargetModel& target_;
@@ -138,7 +158,9 @@ class Drafter {
   int copy_bits_ = 0;
   PackedBuffer packed_;  // fast precision: quantized matrices in the fast kernels' layout
   std::vector<float> final_norm_;
-  std::vector<int32_t> token_ordering_;  // centroid head: [C * P]
+  std::vector<int32_t> token_ordering_;                                  // centroid head: [C * P]
+  std::vector<float> built_centroids_;                                   // DrafterHead::Clusters: the centroids' values
+  std::vector<uint8_t> ordered_rows_, ordered_scales_, ordered_biases_;  // and the table in cluster order
   int64_t clusters_ = 0, cluster_size_ = 0, top_clusters_ = 0;
   std::vector<Layer> layers_;
   std::unique_ptr<Workspace> ws_;
@@ -146,5 +168,7 @@ class Drafter {
 
 // "4-bit copies of 23 matrices" when the drafter runs affine copies (DrafterQuant), else "".
 std::string drafter_copies_note(const Drafter& drafter);
+// "centroid head", "dense head", or "candidate head of 2048 clusters built at load".
+std::string drafter_head_note(const Drafter& drafter);
 
 }  // namespace specula
