@@ -58,6 +58,19 @@ GroupedTable grouped_table(int groups, int size, int cols, uint32_t seed, bool h
   return t;
 }
 
+// Every cluster holds the rows of one group, and no group is split over two clusters.
+void expect_clusters_are_the_groups(const TokenClusters& c, const GroupedTable& t) {
+  std::vector<bool> seen(static_cast<size_t>(c.clusters), false);
+  for (int64_t k = 0; k < c.clusters; ++k) {
+    const int group = t.group_of[static_cast<size_t>(c.token_ordering[static_cast<size_t>(k * c.cluster_size)])];
+    EXPECT_FALSE(seen[static_cast<size_t>(group)]) << "group " << group << " split over two clusters";
+    seen[static_cast<size_t>(group)] = true;
+    for (int64_t i = 0; i < c.cluster_size; ++i)
+      EXPECT_EQ(t.group_of[static_cast<size_t>(c.token_ordering[static_cast<size_t>(k * c.cluster_size + i)])], group)
+          << "cluster " << k << " row " << i;
+  }
+}
+
 TEST(TokenClusters, ClusterCountIsThePowerOfTwoThatKeeps128TokensEach) {
   EXPECT_EQ(token_cluster_count(262144), 2048);
   EXPECT_EQ(token_cluster_count(1 << 20), 2048);
@@ -103,15 +116,7 @@ TEST(TokenClusters, GroupedRowsComeOutAsTheirGroups) {
   ThreadPool pool(2);
   const TokenClusters c = build_token_clusters(f32_matrix(t.values, 1024, cols), pool);
   ASSERT_EQ(c.clusters, 8);
-  std::vector<bool> seen(8, false);
-  for (int64_t k = 0; k < c.clusters; ++k) {
-    const int group = t.group_of[static_cast<size_t>(c.token_ordering[static_cast<size_t>(k * 128)])];
-    EXPECT_FALSE(seen[static_cast<size_t>(group)]) << "group " << group << " split over two clusters";
-    seen[static_cast<size_t>(group)] = true;
-    for (int64_t i = 0; i < 128; ++i)
-      EXPECT_EQ(t.group_of[static_cast<size_t>(c.token_ordering[static_cast<size_t>(k * 128 + i)])], group)
-          << "cluster " << k << " row " << i;
-  }
+  expect_clusters_are_the_groups(c, t);
 }
 
 // Tables wider than 128 inputs are split in a random projection of 128: the groups still come out
@@ -123,11 +128,8 @@ TEST(TokenClusters, WideTablesAreSplitInAProjection) {
   const TokenClusters c = build_token_clusters(f32_matrix(t.values, 512, cols), pool);
   ASSERT_EQ(c.clusters, 4);
   ASSERT_EQ(c.centroids.size(), 4u * cols);
+  expect_clusters_are_the_groups(c, t);
   for (int64_t k = 0; k < c.clusters; ++k) {
-    const int group = t.group_of[static_cast<size_t>(c.token_ordering[static_cast<size_t>(k * 128)])];
-    for (int64_t i = 0; i < 128; ++i)
-      EXPECT_EQ(t.group_of[static_cast<size_t>(c.token_ordering[static_cast<size_t>(k * 128 + i)])], group)
-          << "cluster " << k << " row " << i;
     for (int j : {0, 1, cols - 1}) {
       double mean = 0.0;
       for (int64_t i = 0; i < 128; ++i)
