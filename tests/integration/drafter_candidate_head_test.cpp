@@ -4,6 +4,7 @@
 // head, and `run --draft-head` names the head and refuses unknown settings.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,35 @@ TEST(DrafterCandidateHead, CandidatesCarryTheDenseHeadsScores) {
       EXPECT_EQ(built.token, best[0].id);
       EXPECT_EQ(built.post_projection, dense.post_projection);
     }
+  }
+}
+
+// Rows of two sequences in one batched step: each row's candidates and scores are the bytes its
+// step alone gives (each row chooses its own clusters).
+TEST(DrafterCandidateHead, BatchedStepsGiveEachRowItsOwnStep) {
+  auto model = load_golden_target(kDenseHead, Precision::Fast);
+  const auto drafter = load_golden_drafter(kDenseHead, *model, DrafterQuant::Auto, DrafterHead::Clusters);
+  ThreadPool pool(2);
+  const std::vector<int32_t> prompt = golden_prompt(kDenseHead);
+  const std::vector<int32_t> other(prompt.rbegin(), prompt.rend());
+  ForwardRequest req;
+  req.rows = OutputRows::Last;
+  req.hidden = true;
+  TargetCache a = model->new_cache(), b = model->new_cache();
+  const ForwardOutput out_a = model->forward(a, prompt, req, pool);
+  const ForwardOutput out_b = model->forward(b, other, req, pool);
+  const std::vector<DraftRow> rows = {{prompt.back(), out_a.hidden_row(0), &a, 0},
+                                      {other.back(), out_b.hidden_row(0), &b, 0}};
+  const std::vector<DraftStep> batched = drafter->step_batch(rows, pool);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const DraftStep alone = drafter->step(rows[i].token, rows[i].hidden, *rows[i].cache, 0, pool);
+    EXPECT_EQ(batched[i].token, alone.token) << "row " << i;
+    EXPECT_EQ(batched[i].candidate_ids, alone.candidate_ids) << "row " << i;
+    ASSERT_EQ(batched[i].candidate_scores.size(), alone.candidate_scores.size());
+    EXPECT_EQ(std::memcmp(batched[i].candidate_scores.data(), alone.candidate_scores.data(),
+                          alone.candidate_scores.size() * sizeof(float)),
+              0)
+        << "row " << i;
   }
 }
 
