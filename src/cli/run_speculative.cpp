@@ -159,9 +159,7 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
     std::fputs(out.c_str(), stdout);
   } else {
     print_run_output(res.tokens, text);
-    std::string copies = drafter != nullptr ? drafter_copies_note(*drafter) : std::string();
-    if (drafter != nullptr && drafter->built_head())
-      copies += (copies.empty() ? "" : ", ") + drafter_head_note(*drafter);
+    const std::string copies = drafter != nullptr ? drafter_built_note(*drafter) : std::string();
     std::fputs(fmt::format("load {:.1f} ms{}{} | prefill {} tokens, {:.1f} tok/s | decode {} tokens, {:.2f} tok/s | "
                            "drafted {}, accepted {} ({:.1f}%), target calls {} | stop: {} | {} threads{}\n",
                            load_ms, load_note(*model), copies.empty() ? "" : " (drafter: " + copies + ")",

@@ -213,8 +213,7 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
     }
     fig.drafter_load_ms = median(loads);
     fig.drafter_bytes_on_disk = drafter->checkpoint().store.total_bytes();
-    std::string copies = drafter_copies_note(*drafter);
-    if (drafter->built_head()) copies += (copies.empty() ? "" : ", ") + drafter_head_note(*drafter);
+    const std::string copies = drafter_built_note(*drafter);
     fig.drafter_weights = copies.empty() ? "as stored" : copies;
   }
   const CheckpointSummary summary = summarize_checkpoint(model->checkpoint());

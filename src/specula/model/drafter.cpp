@@ -359,6 +359,12 @@ std::string drafter_head_note(const Drafter& drafter) {
   return drafter.centroid_head() ? "centroid head" : "dense head";
 }
 
+std::string drafter_built_note(const Drafter& drafter) {
+  std::string note = drafter_copies_note(drafter);
+  if (drafter.built_head()) note += (note.empty() ? "" : ", ") + drafter_head_note(drafter);
+  return note;
+}
+
 std::string drafter_copies_note(const Drafter& drafter) {
   if (drafter.copy_bits() == 0) return {};
   return fmt::format("{}-bit copies of {} matrices", drafter.copy_bits(), drafter.copied_matrices());

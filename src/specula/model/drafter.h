@@ -170,5 +170,7 @@ class Drafter {
 std::string drafter_copies_note(const Drafter& drafter);
 // "centroid head", "dense head", or "candidate head of 2048 clusters built at load".
 std::string drafter_head_note(const Drafter& drafter);
+// What the drafter built at load: its copies' note, then a built head's; "" when nothing.
+std::string drafter_built_note(const Drafter& drafter);
 
 }  // namespace specula

@@ -5,9 +5,11 @@
 //
 // The table's rows are split in halves again and again, each part at the median of its rows'
 // projections on the part's principal direction (a few power iterations), until every part holds
-// cluster_size rows. A cluster's centroid is the mean of its rows, so a query's score against a
-// centroid is its mean score over the cluster's tokens. The same table gives the same clusters at
-// any thread count: every sum runs over fixed chunks of rows, added in a fixed order.
+// cluster_size rows. Tables wider than 128 inputs are split in a random projection of 128 (one
+// matmul; the halvings then read 128 floats a row). A cluster's centroid is the mean of its rows
+// in the table itself, so a query's score against a centroid is its mean score over the cluster's
+// tokens. The same table gives the same clusters at any thread count: every sum runs over fixed
+// chunks of rows, added in a fixed order.
 #include <cstdint>
 #include <vector>
 
