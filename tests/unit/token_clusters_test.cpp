@@ -26,7 +26,8 @@ WeightMatrix f32_matrix(const std::vector<float>& values, int64_t rows, int64_t 
 }
 
 // Rows scattered over the table's ids in groups of `size`, each row its group's center plus noise
-// of 0.1 per input. Centers: random, or (hypercube) the corners of a box with sides 16, 8, 4, ...
+// of 0.1 per input. Centers: random, or (hypercube, up to 32 groups) the corners of a box with
+// sides 16, 8, 4, ...
 // along the first inputs, so that each halving has one clear principal direction.
 struct GroupedTable {
   std::vector<float> values;
@@ -43,7 +44,7 @@ GroupedTable grouped_table(int groups, int size, int cols, uint32_t seed, bool h
       if (!hypercube)
         c = normal(rng);
       else
-        c = (1 << j) < groups ? ((g >> j) & 1 ? 1.0f : -1.0f) * static_cast<float>(16 >> j) : 0.0f;
+        c = j < 5 && (1 << j) < groups ? ((g >> j) & 1 ? 1.0f : -1.0f) * static_cast<float>(16 >> j) : 0.0f;
     }
   }
   GroupedTable t;
