@@ -19,6 +19,7 @@
 #include "specula/model/target_model.h"
 #include "specula/speculative/controlled_acceptance.h"
 #include "specula/speculative/draft_benchmark.h"
+#include "specula/util/elapsed.h"
 #include "specula/util/error.h"
 #include "specula/util/memory_bandwidth.h"
 #include "specula/util/progress.h"
@@ -28,8 +29,6 @@ namespace specula::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 // The raw samples of one thread count, one entry per run.
 struct ThreadSamples {

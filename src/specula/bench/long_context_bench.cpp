@@ -10,6 +10,7 @@
 #include "specula/model/target_benchmark.h"
 #include "specula/model/target_model.h"
 #include "specula/util/cpu_info.h"
+#include "specula/util/elapsed.h"
 #include "specula/util/error.h"
 #include "specula/util/progress.h"
 
@@ -18,8 +19,6 @@ namespace specula::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 }  // namespace
 

@@ -20,6 +20,7 @@
 #include "specula/model/target_model.h"
 #include "specula/text/chat_template.h"
 #include "specula/text/tokenizer.h"
+#include "specula/util/elapsed.h"
 #include "specula/util/error.h"
 #include "specula/util/thread_pool.h"
 
@@ -29,8 +30,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 constexpr int kMaxTopLogprobs = static_cast<int>(limits::kTopLogprobs.hi);
 

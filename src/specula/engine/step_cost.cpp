@@ -7,8 +7,8 @@
 namespace specula {
 
 namespace {
-constexpr double kOutlierClip = 1.5;  // a step counts as at most this times its width's estimate
-constexpr int64_t kMaxRows = 4096;    // wider steps (whole prompt chunks) are not recorded
+constexpr double kStepOutlierClip = 1.5;  // a step counts as at most this times its width's estimate
+constexpr int64_t kMaxRows = 4096;        // wider steps (whole prompt chunks) are not recorded
 }  // namespace
 
 void StepCostModel::record(int64_t rows, double ms) {
@@ -16,7 +16,7 @@ void StepCostModel::record(int64_t rows, double ms) {
   if (rows < 1 || rows > kMaxRows || !(ms >= 0)) return;
   if (static_cast<int64_t>(widths_.size()) <= rows) widths_.resize(static_cast<size_t>(rows) + 1);
   Width& w = widths_[static_cast<size_t>(rows)];
-  w.ms = update_cost_estimate(w.ms, w.ms < 0 ? ms : std::min(ms, kOutlierClip * w.ms));
+  w.ms = update_cost_estimate(w.ms, w.ms < 0 ? ms : std::min(ms, kStepOutlierClip * w.ms));
   w.measured_at = steps_;
 }
 

@@ -25,7 +25,8 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-bool is_float(DType t) { return t == DType::BF16 || t == DType::F16 || t == DType::F32; }
+// The float types a weight may be stored in (F64 is not one).
+bool is_weight_float(DType t) { return t == DType::BF16 || t == DType::F16 || t == DType::F32; }
 
 std::string file_of(const TensorView& t) { return t.file ? *t.file : std::string("?"); }
 
@@ -94,7 +95,7 @@ ModuleRef resolve(const TensorStore& store, const QuantizationConfig& quant, con
 
   if (!scales) {
     if (biases) fail("tensor {}.biases exists without {}.scales ({})", path, path, file_of(*biases));
-    if (!is_float(weight->dtype))
+    if (!is_weight_float(weight->dtype))
       fail("tensor {} is {} but there is no {}.scales tensor: a dense weight must be BF16, F16 or F32 ({})",
            weight->name, dtype_name(weight->dtype), path, file_of(*weight));
     if (weight->shape[last] != in.value) dim_mismatch(*weight, last, weight->shape[last], in);
@@ -116,7 +117,7 @@ ModuleRef resolve(const TensorStore& store, const QuantizationConfig& quant, con
          file_of(*weight));
   if (!biases) fail("missing tensor {}.biases (affine quantization needs scales and biases) in {}", path, store.dir());
   for (const TensorView* t : {scales, biases}) {
-    if (!is_float(t->dtype))
+    if (!is_weight_float(t->dtype))
       fail("tensor {} is {}; scales and biases must be BF16, F16 or F32 ({})", t->name, dtype_name(t->dtype),
            file_of(*t));
     if (t->shape.size() != dims.size())
@@ -172,7 +173,7 @@ ModuleRef resolve(const TensorStore& store, const QuantizationConfig& quant, con
 const TensorView& vector_tensor(const TensorStore& store, const std::string& name, const Dim& len) {
   const TensorView* t = store.find(name);
   if (!t) fail("missing tensor {} (length {}) in {}", name, len.value, store.dir());
-  if (!is_float(t->dtype))
+  if (!is_weight_float(t->dtype))
     fail("tensor {} is {} but must be BF16, F16 or F32 ({})", t->name, dtype_name(t->dtype), file_of(*t));
   const bool scalar_ok = len.value == 1 && t->shape.empty();
   if (!scalar_ok) {

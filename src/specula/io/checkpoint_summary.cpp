@@ -14,8 +14,6 @@ namespace specula {
 
 namespace {
 
-bool is_float(DType t) { return t == DType::BF16 || t == DType::F16 || t == DType::F32 || t == DType::F64; }
-
 std::string lower_dtype(DType t) {
   std::string s(dtype_name(t));
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -26,10 +24,6 @@ uint64_t numel(const std::vector<int64_t>& shape) {
   uint64_t n = 1;
   for (auto d : shape) n *= static_cast<uint64_t>(d);
   return n;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // "layers.12.self_attn.q_proj" -> "self_attn.q_proj" (after the prefix is removed).
@@ -62,7 +56,7 @@ void tally_tower_tensor(const TensorView& t, const std::string& tower, std::map<
   g.format = format;
   g.count += 1;
   g.bytes += t.nbytes;
-  const uint64_t params = is_float(t.dtype) ? numel(t.shape) : 0;
+  const uint64_t params = is_float_dtype(t.dtype) ? numel(t.shape) : 0;
   g.parameters += params;
   out.parameters += params;
   out.tower_parameters += params;
@@ -85,11 +79,11 @@ StorageTally tally_storage(const TensorStore& store, const QuantizationConfig& q
     out.tensor_bytes += t.nbytes;
     if (const std::string tower = tower_of(name); !tower.empty()) {
       tally_tower_tensor(t, tower, towers, out);
-    } else if (ends_with(name, ".scales")) {
+    } else if (name.ends_with(".scales")) {
       modules[name.substr(0, name.size() - 7)].scales = &t;
-    } else if (ends_with(name, ".biases")) {
+    } else if (name.ends_with(".biases")) {
       modules[name.substr(0, name.size() - 7)].biases = &t;
-    } else if (ends_with(name, ".weight")) {
+    } else if (name.ends_with(".weight")) {
       modules[name.substr(0, name.size() - 7)].weight = &t;
     } else {
       modules[name].weight = &t;
@@ -117,9 +111,9 @@ StorageTally tally_storage(const TensorStore& store, const QuantizationConfig& q
     } else {
       const TensorView* t = m.weight ? m.weight : (m.scales ? m.scales : m.biases);
       g.format = lower_dtype(t->dtype);
-      if (is_float(t->dtype)) params = numel(t->shape);
-      g.kind = (t->shape.size() <= 1 && is_float(t->dtype)) ? std::string("1-d vectors (norms, scalars)")
-                                                            : module_kind(path, prefix);
+      if (is_float_dtype(t->dtype)) params = numel(t->shape);
+      g.kind = (t->shape.size() <= 1 && is_float_dtype(t->dtype)) ? std::string("1-d vectors (norms, scalars)")
+                                                                  : module_kind(path, prefix);
     }
     StorageGroup& acc = groups[{g.kind, g.format}];
     acc.kind = g.kind;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "specula/io/byte_ranges.h"
 #include "specula/util/error.h"
 #include "specula/util/printable.h"
 
@@ -102,11 +103,6 @@ class Cursor {
   const std::byte* base_;
   uint64_t size_;
   uint64_t pos_ = 0;
-};
-
-struct Range {
-  uint64_t begin, end;
-  size_t index;
 };
 
 bool is_integer(GgufType t) {
@@ -367,7 +363,7 @@ GgufFile GgufFile::parse(GgufFile f) {
   const uint64_t header_end = in.pos();
   f.data_offset_ = (header_end + f.alignment_ - 1) / f.alignment_ * f.alignment_;
   const uint64_t data_size = f.data_offset_ < f.size_ ? f.size_ - f.data_offset_ : 0;
-  std::vector<Range> ranges;
+  std::vector<ByteRange> ranges;
   ranges.reserve(f.tensors_.size());
   for (size_t i = 0; i < f.tensors_.size(); ++i) {
     GgufTensor& t = f.tensors_[i];
@@ -381,18 +377,10 @@ GgufFile GgufFile::parse(GgufFile f) {
     t.data = f.base_ + f.data_offset_ + t.offset;
     ranges.push_back({t.offset, t.offset + t.nbytes, i});
   }
-  std::sort(ranges.begin(), ranges.end(),
-            [](const Range& a, const Range& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
-  // Sorted by start: each range must begin at or after the furthest end so far.
-  const Range* furthest = nullptr;
-  for (const Range& r : ranges) {
-    if (furthest && r.begin < furthest->end) {
-      const GgufTensor& a = f.tensors_[furthest->index];
-      const GgufTensor& b = f.tensors_[r.index];
-      fail("{}: tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", path, printable_name(a.name), furthest->begin,
-           furthest->end, printable_name(b.name), r.begin, r.end);
-    }
-    if (!furthest || r.end > furthest->end) furthest = &r;
+  if (const auto overlap = first_overlap(ranges)) {
+    const auto& [ra, rb] = *overlap;
+    fail("{}: tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", path, printable_name(f.tensors_[ra.index].name),
+         ra.begin, ra.end, printable_name(f.tensors_[rb.index].name), rb.begin, rb.end);
   }
   return f;
 }

@@ -11,14 +11,13 @@
 #include <type_traits>
 #include <utility>
 
+#include "specula/util/alignment.h"
 #include "specula/util/error.h"
 #include "specula/util/temp_file.h"
 
 namespace specula {
 
 namespace {
-
-uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
 template <typename T>
 constexpr GgufType gguf_type_of() {
@@ -189,7 +188,7 @@ void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<
 void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> dims, Fill fill) {
   const uint64_t nbytes = check_tensor(name, type, dims);
   if (!fill) fail("GGUF tensor '{}' has no fill function", name);
-  const uint64_t offset = align_up(data_size_, alignment_);
+  const uint64_t offset = round_up(data_size_, alignment_);
   tensors_.push_back({name, type, std::move(dims), nbytes, offset, std::move(fill)});
   data_size_ = offset + nbytes;
 }
@@ -224,7 +223,7 @@ std::vector<std::byte> GgufWriter::header() const {
     b.put<uint32_t>(static_cast<uint32_t>(t.type));
     b.put<uint64_t>(t.offset);
   }
-  out.resize(align_up(out.size(), alignment_), std::byte{0});
+  out.resize(round_up(out.size(), alignment_), std::byte{0});
   return out;
 }
 
@@ -250,7 +249,7 @@ void GgufWriter::emit(const std::function<void(const void*, size_t)>& out, size_
     pos = t.offset + t.nbytes;
   }
   // The data region ends aligned too, as ggml's writer leaves it.
-  out(zeros.data(), static_cast<size_t>(align_up(pos, alignment_) - pos));
+  out(zeros.data(), static_cast<size_t>(round_up(pos, alignment_) - pos));
 }
 
 std::vector<std::byte> GgufWriter::bytes() const {
@@ -278,7 +277,7 @@ bool GgufWriter::remove_tensor(const std::string& name) {
   tensors_.erase(it);
   data_size_ = 0;  // lay the remaining tensors out again
   for (Tensor& t : tensors_) {
-    t.offset = align_up(data_size_, alignment_);
+    t.offset = round_up(data_size_, alignment_);
     data_size_ = t.offset + t.nbytes;
   }
   return true;

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "specula/io/byte_ranges.h"
 #include "specula/io/weight_files.h"
 #include "specula/util/error.h"
 #include "specula/util/printable.h"
@@ -57,11 +58,6 @@ int64_t non_negative_int(const json& j, const Fail& fail_with, const std::string
     fail_with(fmt::format("{} = {} is too large", what, v));
   return static_cast<int64_t>(v);
 }
-
-struct Range {
-  uint64_t begin, end;
-  size_t index;
-};
 
 }  // namespace
 
@@ -113,7 +109,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
 
   const std::byte* data = base + 8 + header_len;
   const uint64_t data_size = size - 8 - header_len;
-  std::vector<Range> ranges;
+  std::vector<ByteRange> ranges;
   f.tensors_.reserve(header.size());
   for (const auto& item : header.items()) {
     // Named references, not structured bindings: clang < 16 cannot capture bindings in lambdas.
@@ -168,19 +164,12 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     f.tensors_.push_back(std::move(view));
   }
 
-  // Overlap: sort non-empty ranges by start; each must start at or after the furthest end so far.
-  std::erase_if(ranges, [](const Range& r) { return r.begin == r.end; });
-  std::sort(ranges.begin(), ranges.end(),
-            [](const Range& a, const Range& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
-  const Range* furthest = nullptr;
-  for (const Range& r : ranges) {
-    if (furthest && r.begin < furthest->end) {
-      const TensorView& a = f.tensors_[furthest->index];
-      const TensorView& b = f.tensors_[r.index];
-      fail("{}: tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", path, printable_name(a.name), furthest->begin,
-           furthest->end, printable_name(b.name), r.begin, r.end);
-    }
-    if (!furthest || r.end > furthest->end) furthest = &r;
+  // Empty tensors take no bytes; the others must not share any.
+  std::erase_if(ranges, [](const ByteRange& r) { return r.begin == r.end; });
+  if (const auto overlap = first_overlap(ranges)) {
+    const auto& [ra, rb] = *overlap;
+    fail("{}: tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", path, printable_name(f.tensors_[ra.index].name),
+         ra.begin, ra.end, printable_name(f.tensors_[rb.index].name), rb.begin, rb.end);
   }
 
   for (size_t i = 0; i < f.tensors_.size(); ++i) f.index_.emplace(f.tensors_[i].name, i);
@@ -205,7 +194,7 @@ void add_file_tensors(const SafetensorsFile& file, std::map<std::string, const T
   }
 }
 
-json read_json_file(const std::string& path) {
+json read_index_json(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open {}: {}", path, std::strerror(errno));
   std::stringstream ss;
@@ -240,7 +229,7 @@ TensorStore TensorStore::open_dir(const std::string& dir) {
   const fs::path index_path = root / "model.safetensors.index.json";
   if (fs::exists(index_path, ec)) {
     const std::string ipath = index_path.string();
-    const json index = read_json_file(ipath);
+    const json index = read_index_json(ipath);
     if (!index.is_object()) fail("{}: expected a JSON object, got {}", ipath, json_type(index));
     const auto wm = index.find("weight_map");
     if (wm == index.end()) fail("{}: missing \"weight_map\"", ipath);

@@ -25,8 +25,6 @@ NonFiniteCount count_bits(const std::byte* data, int64_t n, Bits exponent_mask, 
   return c;
 }
 
-bool is_float(DType t) { return t == DType::BF16 || t == DType::F16 || t == DType::F32 || t == DType::F64; }
-
 }  // namespace
 
 NonFiniteCount count_non_finite(const TensorView& t) {
@@ -48,11 +46,11 @@ TensorValueCheck check_tensor_values(const TensorStore& store,
   const std::vector<std::string> names = store.names();
   for (const std::string& name : names) {
     const TensorView& t = store.get(name);
-    if (is_float(t.dtype)) total += t.nbytes;
+    if (is_float_dtype(t.dtype)) total += t.nbytes;
   }
   for (const std::string& name : names) {
     const TensorView& t = store.get(name);
-    if (!is_float(t.dtype)) continue;
+    if (!is_float_dtype(t.dtype)) continue;
     const NonFiniteCount c = count_non_finite(t);
     ++r.tensors_checked;
     r.bytes_checked += t.nbytes;

@@ -11,13 +11,6 @@ namespace specula {
 
 namespace {
 
-template <typename Block>
-Block load_block(const std::byte* p, int64_t i) {
-  Block b;
-  std::memcpy(&b, p + i * static_cast<int64_t>(sizeof(Block)), sizeof(Block));
-  return b;
-}
-
 // Codes of a 32-element block whose low nibbles hold elements 0..15 and high nibbles 16..31,
 // with bit 4 of element j in bit j of `high` (0 for the 4-bit types).
 void nibble_codes(const uint8_t qs[16], uint32_t high, uint8_t* codes) {
@@ -25,12 +18,6 @@ void nibble_codes(const uint8_t qs[16], uint32_t high, uint8_t* codes) {
     codes[j] = static_cast<uint8_t>((qs[j] & 0x0f) | (((high >> j) & 1) << 4));
     codes[j + 16] = static_cast<uint8_t>((qs[j] >> 4) | (((high >> (j + 16)) & 1) << 4));
   }
-}
-
-uint32_t high_bits(const uint8_t qh[4]) {
-  uint32_t v;
-  std::memcpy(&v, qh, 4);
-  return v;
 }
 
 // Q4_K / Q5_K super-block: 8 sub-blocks of 32; `qh` null for Q4_K.
@@ -100,17 +87,17 @@ bool ggml_scales_share_factors(GgmlType t, const void* src_v, int64_t n) {
   for (int64_t i = 0; i < blocks; ++i) {
     switch (t) {
       case GgmlType::Q4_K: {
-        const auto b = load_block<BlockQ4_K>(src, i);
+        const auto b = load_ggml_block<BlockQ4_K>(src, i);
         if (!finite(b.d) || !finite(b.dmin)) return false;
         break;
       }
       case GgmlType::Q5_K: {
-        const auto b = load_block<BlockQ5_K>(src, i);
+        const auto b = load_ggml_block<BlockQ5_K>(src, i);
         if (!finite(b.d) || !finite(b.dmin)) return false;
         break;
       }
       case GgmlType::Q6_K: {
-        const auto b = load_block<BlockQ6_K>(src, i);
+        const auto b = load_ggml_block<BlockQ6_K>(src, i);
         if (!finite(b.d)) return false;
         if ((b.d & 0x7fffu) == 0) {
           const bool negative = std::any_of(b.scales, b.scales + 16, [](int8_t sc) { return sc < 0; });
@@ -138,51 +125,51 @@ void ggml_row_to_affine(GgmlType t, const void* src_v, int64_t n, uint8_t* codes
     float* b = biases + i * bs / group;
     switch (t) {
       case GgmlType::Q4_0: {
-        const auto q = load_block<BlockQ4_0>(src, i);
+        const auto q = load_ggml_block<BlockQ4_0>(src, i);
         nibble_codes(q.qs, 0, c);
         s[0] = f16_to_f32(q.d);
         b[0] = -8.0f * s[0];
         break;
       }
       case GgmlType::Q4_1: {
-        const auto q = load_block<BlockQ4_1>(src, i);
+        const auto q = load_ggml_block<BlockQ4_1>(src, i);
         nibble_codes(q.qs, 0, c);
         s[0] = f16_to_f32(q.d);
         b[0] = f16_to_f32(q.m);
         break;
       }
       case GgmlType::Q5_0: {
-        const auto q = load_block<BlockQ5_0>(src, i);
-        nibble_codes(q.qs, high_bits(q.qh), c);
+        const auto q = load_ggml_block<BlockQ5_0>(src, i);
+        nibble_codes(q.qs, q5_high_bits(q.qh), c);
         s[0] = f16_to_f32(q.d);
         b[0] = -16.0f * s[0];
         break;
       }
       case GgmlType::Q5_1: {
-        const auto q = load_block<BlockQ5_1>(src, i);
-        nibble_codes(q.qs, high_bits(q.qh), c);
+        const auto q = load_ggml_block<BlockQ5_1>(src, i);
+        nibble_codes(q.qs, q5_high_bits(q.qh), c);
         s[0] = f16_to_f32(q.d);
         b[0] = f16_to_f32(q.m);
         break;
       }
       case GgmlType::Q8_0: {
-        const auto q = load_block<BlockQ8_0>(src, i);
+        const auto q = load_ggml_block<BlockQ8_0>(src, i);
         for (int j = 0; j < 32; ++j) c[j] = static_cast<uint8_t>(q.qs[j] + 128);
         s[0] = f16_to_f32(q.d);
         b[0] = -128.0f * s[0];
         break;
       }
       case GgmlType::Q4_K: {
-        const auto q = load_block<BlockQ4_K>(src, i);
+        const auto q = load_ggml_block<BlockQ4_K>(src, i);
         k_block(q.d, q.dmin, q.scales, q.qs, nullptr, c, s, b);
         break;
       }
       case GgmlType::Q5_K: {
-        const auto q = load_block<BlockQ5_K>(src, i);
+        const auto q = load_ggml_block<BlockQ5_K>(src, i);
         k_block(q.d, q.dmin, q.scales, q.qs, q.qh, c, s, b);
         break;
       }
-      case GgmlType::Q6_K: q6_k_block(load_block<BlockQ6_K>(src, i), c, s, b); break;
+      case GgmlType::Q6_K: q6_k_block(load_ggml_block<BlockQ6_K>(src, i), c, s, b); break;
       default: break;
     }
   }

@@ -12,16 +12,9 @@ namespace specula {
 
 namespace {
 
-constexpr const char* kSupported = "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K";
+constexpr const char* kSupportedGgmlTypes = "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K";
 
-// Blocks are copied out and in: GGUF data is only as aligned as the file's alignment says.
-template <typename Block>
-Block load_block(const std::byte* p, int64_t i) {
-  Block b;
-  std::memcpy(&b, p + i * static_cast<int64_t>(sizeof(Block)), sizeof(Block));
-  return b;
-}
-
+// Blocks are copied in: GGUF data is only as aligned as the file's alignment says.
 template <typename Block>
 void store_block(std::byte* p, int64_t i, const Block& b) {
   std::memcpy(p + i * static_cast<int64_t>(sizeof(Block)), &b, sizeof(Block));
@@ -47,7 +40,7 @@ float signed_absmax(const float* x, int n) {
 
 void dq_q4_0(const std::byte* src, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += 32) {
-    const auto b = load_block<BlockQ4_0>(src, i);
+    const auto b = load_ggml_block<BlockQ4_0>(src, i);
     const float d = f16_to_f32(b.d);
     for (int j = 0; j < 16; ++j) {
       y[j] = d * static_cast<float>((b.qs[j] & 0x0f) - 8);
@@ -58,7 +51,7 @@ void dq_q4_0(const std::byte* src, float* y, int64_t nb) {
 
 void dq_q4_1(const std::byte* src, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += 32) {
-    const auto b = load_block<BlockQ4_1>(src, i);
+    const auto b = load_ggml_block<BlockQ4_1>(src, i);
     const float d = f16_to_f32(b.d), m = f16_to_f32(b.m);
     for (int j = 0; j < 16; ++j) {
       y[j] = d * static_cast<float>(b.qs[j] & 0x0f) + m;
@@ -67,17 +60,11 @@ void dq_q4_1(const std::byte* src, float* y, int64_t nb) {
   }
 }
 
-uint32_t high_bits(const uint8_t qh[4]) {
-  uint32_t v;
-  std::memcpy(&v, qh, 4);
-  return v;
-}
-
 void dq_q5_0(const std::byte* src, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += 32) {
-    const auto b = load_block<BlockQ5_0>(src, i);
+    const auto b = load_ggml_block<BlockQ5_0>(src, i);
     const float d = f16_to_f32(b.d);
-    const uint32_t qh = high_bits(b.qh);
+    const uint32_t qh = q5_high_bits(b.qh);
     for (int j = 0; j < 16; ++j) {
       const int q0 = (b.qs[j] & 0x0f) | static_cast<int>(((qh >> j) & 1) << 4);
       const int q1 = (b.qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1) << 4);
@@ -89,9 +76,9 @@ void dq_q5_0(const std::byte* src, float* y, int64_t nb) {
 
 void dq_q5_1(const std::byte* src, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += 32) {
-    const auto b = load_block<BlockQ5_1>(src, i);
+    const auto b = load_ggml_block<BlockQ5_1>(src, i);
     const float d = f16_to_f32(b.d), m = f16_to_f32(b.m);
-    const uint32_t qh = high_bits(b.qh);
+    const uint32_t qh = q5_high_bits(b.qh);
     for (int j = 0; j < 16; ++j) {
       const int q0 = (b.qs[j] & 0x0f) | static_cast<int>(((qh >> j) & 1) << 4);
       const int q1 = (b.qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1) << 4);
@@ -103,7 +90,7 @@ void dq_q5_1(const std::byte* src, float* y, int64_t nb) {
 
 void dq_q8_0(const std::byte* src, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += 32) {
-    const auto b = load_block<BlockQ8_0>(src, i);
+    const auto b = load_ggml_block<BlockQ8_0>(src, i);
     const float d = f16_to_f32(b.d);
     for (int j = 0; j < 32; ++j) y[j] = d * static_cast<float>(b.qs[j]);
   }
@@ -111,7 +98,7 @@ void dq_q8_0(const std::byte* src, float* y, int64_t nb) {
 
 void dq_q4_k(const std::byte* src, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
-    const auto b = load_block<BlockQ4_K>(src, i);
+    const auto b = load_ggml_block<BlockQ4_K>(src, i);
     const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
     for (int c = 0; c < 4; ++c) {
       const uint8_t* q = b.qs + 32 * c;
@@ -129,7 +116,7 @@ void dq_q4_k(const std::byte* src, float* y, int64_t nb) {
 
 void dq_q5_k(const std::byte* src, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
-    const auto b = load_block<BlockQ5_K>(src, i);
+    const auto b = load_ggml_block<BlockQ5_K>(src, i);
     const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
     for (int c = 0; c < 4; ++c) {
       const uint8_t* q = b.qs + 32 * c;
@@ -151,7 +138,7 @@ void dq_q5_k(const std::byte* src, float* y, int64_t nb) {
 
 void dq_q6_k(const std::byte* src, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
-    const auto b = load_block<BlockQ6_K>(src, i);
+    const auto b = load_ggml_block<BlockQ6_K>(src, i);
     const float d = f16_to_f32(b.d);
     for (int h = 0; h < 2; ++h) {
       const uint8_t* ql = b.ql + 64 * h;
@@ -318,7 +305,8 @@ void q_q6_k(const float* x, std::byte* dst, int64_t nb) {
 }
 
 void check_n(GgmlType t, int64_t n, const char* what) {
-  if (!ggml_dequant_supported(t)) fail("{} {} is not supported (supported: {})", what, ggml_type_name(t), kSupported);
+  if (!ggml_dequant_supported(t))
+    fail("{} {} is not supported (supported: {})", what, ggml_type_name(t), kSupportedGgmlTypes);
   if (n < 0 || n % ggml_block_size(t) != 0)
     fail("{} {}: {} elements is not a multiple of the block size {}", what, ggml_type_name(t), n, ggml_block_size(t));
 }
@@ -433,7 +421,7 @@ void dequantize_gguf_row(const GgufTensor& t, int64_t row, float* out) {
   std::replace_if(name.begin(), name.end(), control, '?');
   if (!ggml_dequant_supported(t.type))
     fail("tensor '{}' is {}, which specula cannot dequantize (supported: {})", name, ggml_type_name(t.type),
-         kSupported);
+         kSupportedGgmlTypes);
   if (row < 0 || row >= t.rows()) fail("tensor '{}': row {} outside [0, {})", name, row, t.rows());
   dequantize_row_ggml(t.type, t.data + static_cast<uint64_t>(row) * t.row_bytes(), out, t.ne0());
 }

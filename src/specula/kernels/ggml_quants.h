@@ -17,6 +17,7 @@
 //   Q6_K (256, 210): ql[128], qh[64], int8 scales[16], d; x = d * scales[s] * (q - 32), s = element / 16
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "specula/io/gguf.h"
 
@@ -62,6 +63,21 @@ struct BlockQ6_K {
   int8_t scales[16];
   uint16_t d;
 };
+
+// Block `i` of a row of blocks, copied out (rows need not be aligned for the struct).
+template <typename Block>
+Block load_ggml_block(const std::byte* p, int64_t i) {
+  Block b;
+  std::memcpy(&b, p + i * static_cast<int64_t>(sizeof(Block)), sizeof(Block));
+  return b;
+}
+
+// A Q5_0 / Q5_1 block's `qh` as one word: bit j is bit 4 of element j.
+inline uint32_t q5_high_bits(const uint8_t qh[4]) {
+  uint32_t v;
+  std::memcpy(&v, qh, 4);
+  return v;
+}
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);

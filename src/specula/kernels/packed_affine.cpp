@@ -11,6 +11,7 @@
 #include "specula/kernels/isa.h"
 #include "specula/kernels/quant.h"
 #include "specula/kernels/shared_scales.h"
+#include "specula/util/alignment.h"
 #include "specula/util/error.h"
 #include "specula/util/half.h"
 
@@ -26,8 +27,6 @@ void pack_affine_full_blocks_avx2(const WeightMatrix& w, int64_t block_begin, in
 #endif
 
 namespace {
-
-constexpr size_t kHugePage = size_t{2} << 20;
 
 int64_t block_count(const WeightMatrix& w) { return (w.rows + kPackedRows - 1) / kPackedRows; }
 
@@ -293,7 +292,7 @@ void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t bloc
 PackedBuffer::PackedBuffer(size_t bytes) {
   if (bytes == 0) return;
   // Over-allocate by a huge page so the buffer can start on a huge-page boundary.
-  mapped_ = (bytes + kHugePage - 1) / kHugePage * kHugePage + kHugePage;
+  mapped_ = round_up(bytes, kHugePage) + kHugePage;
   void* p = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     mapped_ = 0;
@@ -306,7 +305,7 @@ PackedBuffer::PackedBuffer(size_t bytes) {
   const auto addr = reinterpret_cast<uintptr_t>(p);
   data_ = base_ + ((kHugePage - addr % kHugePage) % kHugePage);
   size_ = bytes;
-  madvise(data_, (bytes + kHugePage - 1) / kHugePage * kHugePage, MADV_HUGEPAGE);  // a hint; may fail
+  madvise(data_, round_up(bytes, kHugePage), MADV_HUGEPAGE);  // a hint; may fail
 }
 
 PackedBuffer::~PackedBuffer() {

@@ -35,10 +35,6 @@ uint64_t disk_bytes(const fs::path& p) {
   return total;
 }
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // The writer's process id of a temporary file name ("<final>.tmp.PID.N" from the packed cache,
 // "<final>.tmp-PID" from the GGUF image cache), or nullopt when the name is not one.
 std::optional<long> temporary_pid(const std::string& name) {
@@ -190,7 +186,7 @@ std::vector<CacheEntry> list_cache(const std::string& packed_cache_dir) {
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (!it->is_regular_file(ec)) continue;
-    if (ends_with(name, kPackedCacheSuffix)) {
+    if (name.ends_with(kPackedCacheSuffix)) {
       out.push_back(packed_entry(it->path()));
     } else if (const auto pid = temporary_pid(name); pid && name.find(kPackedCacheSuffix) != std::string::npos) {
       out.push_back(temporary(it->path(), *pid));

@@ -4,15 +4,10 @@
 #include <chrono>
 
 #include "specula/kernels/softmax.h"
+#include "specula/util/elapsed.h"
 #include "specula/util/error.h"
 
 namespace specula {
-
-namespace {
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
 
 GenerateResult generate_greedy(const TargetModel& model, TargetCache& cache, std::span<const int32_t> prompt,
                                const GenerateOptions& options, ThreadPool& pool,

@@ -29,6 +29,7 @@
 #include "specula/kernels/quant.h"
 #include "specula/kernels/shared_scales.h"
 #include "specula/model/gguf_image_cache.h"
+#include "specula/util/alignment.h"
 #include "specula/util/error.h"
 #include "specula/util/half.h"
 
@@ -198,8 +199,6 @@ OwnedFd memory_file() {
   if (fd < 0) fail("cannot create an in-memory file for the converted tensors: {}", std::strerror(errno));
   return OwnedFd(fd);
 }
-
-uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
 // Writes the converted tensors as a safetensors file into `fd`, one GGUF tensor at a time (each
 // buffer freed once written, so the conversion never holds more than one tensor). The header

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "specula/io/dtype.h"
+#include "specula/util/alignment.h"
 #include "specula/util/cache_key.h"
 #include "specula/util/error.h"
 #include "specula/util/mapped_file.h"
@@ -30,11 +31,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr uint64_t kHugePage = uint64_t{2} << 20;
 constexpr uint64_t kMatrixAlign = 64;                       // as pack_matrices() lays the matrices out
 constexpr uint64_t kFreeSpaceMargin = uint64_t{256} << 20;  // leave the disk this much after writing
-
-uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
 // Returns 0 or the errno of the failure (ENOSPC for a write that made no progress).
 int pwrite_all(int fd, const void* data, uint64_t n, uint64_t offset) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "specula/model/generate.h"
+#include "specula/util/elapsed.h"
 #include "specula/util/error.h"
 #include "specula/util/median.h"
 
@@ -20,8 +21,6 @@ double process_cpu_ms() {
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "specula/speculative/controlled_acceptance.h"
+#include "specula/util/elapsed.h"
 #include "specula/util/error.h"
 
 namespace specula {
@@ -12,8 +13,6 @@ namespace specula {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 }  // namespace
 

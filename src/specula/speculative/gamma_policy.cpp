@@ -9,12 +9,12 @@
 namespace specula {
 
 namespace {
-constexpr double kWidthSlope = 0.1;        // extra verify cost per extra row, relative to one row
-constexpr double kOutlierClip = 1.15;      // a verify counts as at most this times its width's estimate
-constexpr double kAcceptanceDecay = 0.98;  // weight of the acceptance evidence per drafting round
-constexpr int64_t kProbeAfterZeros = 8;    // gamma-0 rounds before one gamma-1 probe ...
-constexpr int64_t kMaxProbeInterval = 16;  // ... doubling after each probe that found nothing
-constexpr int64_t kWiderProbeAfter = 8;    // rounds at one gamma >= 1 before one round at gamma + 1
+constexpr double kWidthSlope = 0.1;          // extra verify cost per extra row, relative to one row
+constexpr double kVerifyOutlierClip = 1.15;  // a verify counts as at most this times its width's estimate
+constexpr double kAcceptanceDecay = 0.98;    // weight of the acceptance evidence per drafting round
+constexpr int64_t kProbeAfterZeros = 8;      // gamma-0 rounds before one gamma-1 probe ...
+constexpr int64_t kMaxProbeInterval = 16;    // ... doubling after each probe that found nothing
+constexpr int64_t kWiderProbeAfter = 8;      // rounds at one gamma >= 1 before one round at gamma + 1
 }  // namespace
 
 AutoGamma::AutoGamma(int64_t max_gamma, int64_t initial_gamma)
@@ -123,7 +123,7 @@ void AutoGamma::record(int64_t gamma, int64_t accepted, double draft_ms, double 
   // so that one slow step does not price a width out for good (it would never be tried again);
   // a lasting slowdown still gets through, a little each round.
   auto& v = verify_ms_[static_cast<size_t>(gamma + 1)];
-  v = update_cost_estimate(v, v >= 0 ? std::min(verify_ms, kOutlierClip * v) : verify_ms);
+  v = update_cost_estimate(v, v >= 0 ? std::min(verify_ms, kVerifyOutlierClip * v) : verify_ms);
   if (probing_) {  // a probe that found nothing waits twice as long before the next one
     probing_ = false;
     probe_interval_ = accepted > 0 ? kProbeAfterZeros : std::min(2 * probe_interval_, kMaxProbeInterval);

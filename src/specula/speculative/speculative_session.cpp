@@ -7,6 +7,7 @@
 #include "specula/sample/logits_pipeline.h"
 #include "specula/sample/sampler.h"
 #include "specula/sample/speculative_sampling.h"
+#include "specula/util/elapsed.h"
 #include "specula/util/error.h"
 
 namespace specula {
@@ -14,7 +15,6 @@ namespace specula {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 // Streams of the run's seed: the verifier (target draws) and the drafter never shift each other.
 constexpr uint64_t kVerifyStream = 0;

@@ -8,7 +8,7 @@ namespace specula::text {
 
 namespace {
 
-constexpr const char* kSupported = "Replace, ByteFallback, Fuse, Strip, Sequence";
+constexpr const char* kSupportedDecoders = "Replace, ByteFallback, Fuse, Strip, Sequence";
 
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -149,7 +149,7 @@ std::unique_ptr<Decoder> make_decoder(const nlohmann::json& j, const JsonPath& a
     }
     return std::make_unique<SequenceDecoder>(std::move(parts));
   }
-  unsupported_component(at, type, kSupported);
+  unsupported_component(at, type, kSupportedDecoders);
 }
 
 }  // namespace specula::text

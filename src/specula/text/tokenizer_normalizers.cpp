@@ -9,7 +9,7 @@ namespace specula::text {
 
 namespace {
 
-constexpr const char* kSupported = "Replace, Prepend, Strip, Sequence";
+constexpr const char* kSupportedNormalizers = "Replace, Prepend, Strip, Sequence";
 
 class ReplaceNormalizer final : public Normalizer {
  public:
@@ -98,7 +98,7 @@ std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& j, const JsonP
     }
     return std::make_unique<SequenceNormalizer>(std::move(parts));
   }
-  unsupported_component(at, type, kSupported);
+  unsupported_component(at, type, kSupportedNormalizers);
 }
 
 }  // namespace specula::text

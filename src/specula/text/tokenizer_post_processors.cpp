@@ -8,7 +8,7 @@ namespace specula::text {
 
 namespace {
 
-constexpr const char* kSupported = "TemplateProcessing";
+constexpr const char* kSupportedPostProcessors = "TemplateProcessing";
 
 // The `single` template: a list of pieces, each either fixed special-token ids or the sequence.
 class TemplateProcessing final : public PostProcessor {
@@ -83,7 +83,7 @@ std::unique_ptr<PostProcessor> make_post_processor(const nlohmann::json& j, cons
   if (j.is_null()) return nullptr;
   const std::string type = component_type(j, at);
   if (type == "TemplateProcessing") return make_template(j, at, token_id);
-  unsupported_component(at, type, kSupported);
+  unsupported_component(at, type, kSupportedPostProcessors);
 }
 
 }  // namespace specula::text

@@ -7,7 +7,7 @@ namespace specula::text {
 
 namespace {
 
-constexpr const char* kSupported = "Split (String pattern), Sequence";
+constexpr const char* kSupportedPreTokenizers = "Split (String pattern), Sequence";
 
 class SplitPreTokenizer final : public PreTokenizer {
  public:
@@ -137,7 +137,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j, const 
     }
     return std::make_unique<SequencePreTokenizer>(std::move(parts));
   }
-  unsupported_component(at, type, kSupported);
+  unsupported_component(at, type, kSupportedPreTokenizers);
 }
 
 }  // namespace specula::text

@@ -463,7 +463,7 @@ Value f_center(CallArgs& a) {
   return Value::from_string(std::string(left, ' ') + s + std::string(total - left, ' '));
 }
 
-const std::unordered_map<std::string_view, FilterFn>& registry() {
+const std::unordered_map<std::string_view, FilterFn>& filter_registry() {
   static const std::unordered_map<std::string_view, FilterFn> filters = {
       {"abs", f_abs},
       {"attr", f_attr},
@@ -513,11 +513,11 @@ const std::unordered_map<std::string_view, FilterFn>& registry() {
 
 }  // namespace
 
-bool has_filter(std::string_view name) { return registry().count(name) != 0; }
+bool has_filter(std::string_view name) { return filter_registry().count(name) != 0; }
 
 Value apply_filter(std::string_view name, CallArgs& args) {
-  const auto it = registry().find(name);
-  if (it == registry().end()) op_fail(fmt::format("unknown filter '{}'", name));
+  const auto it = filter_registry().find(name);
+  if (it == filter_registry().end()) op_fail(fmt::format("unknown filter '{}'", name));
   if (args.positional.empty()) op_fail(fmt::format("filter '{}' has nothing to filter", name));
   // Undefined input behaves as Jinja's Undefined does inside each filter: an empty string when
   // converted, nothing when iterated.

@@ -20,7 +20,7 @@ const Value& argument(const CallArgs& args, std::string_view test) {
   return args.positional[1];
 }
 
-const std::unordered_map<std::string_view, TestFn>& registry() {
+const std::unordered_map<std::string_view, TestFn>& test_registry() {
   static const std::unordered_map<std::string_view, TestFn> tests = {
       {"defined", [](const Value& v, const CallArgs&) { return !v.is_undefined(); }},
       {"undefined", [](const Value& v, const CallArgs&) { return v.is_undefined(); }},
@@ -96,11 +96,11 @@ std::string_view canonical(std::string_view name) {
 
 }  // namespace
 
-bool has_test(std::string_view name) { return registry().count(canonical(name)) != 0; }
+bool has_test(std::string_view name) { return test_registry().count(canonical(name)) != 0; }
 
 bool apply_test(std::string_view name, const CallArgs& args) {
-  const auto it = registry().find(canonical(name));
-  if (it == registry().end()) op_fail(fmt::format("unknown test '{}'", name));
+  const auto it = test_registry().find(canonical(name));
+  if (it == test_registry().end()) op_fail(fmt::format("unknown test '{}'", name));
   if (args.positional.empty()) op_fail(fmt::format("test '{}' has nothing to test", name));
   return it->second(args.positional[0], args);
 }
