@@ -12,15 +12,16 @@
 
 #include <nlohmann/json.hpp>
 #include "cli_runner.h"
+#include "spec_golden_util.h"
 
 namespace specula {
 namespace {
 
 using Result = specula::test::CliResult;
+using spec_test::kE4bLikeQ4Case;
 using specula::test::run_cli;
 
-const std::string kCase = std::string(SPECULA_TEST_DATA) + "/goldens/e4b-like-q4g64-mlx";
-const std::string kModelArgs = "--model " + kCase + "/model --draft " + kCase + "/drafter";
+const std::string kModelArgs = "--model " + kE4bLikeQ4Case + "/model --draft " + kE4bLikeQ4Case + "/drafter";
 
 bool positive_finite(const nlohmann::json& v) {
   return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0.0;
@@ -110,7 +111,7 @@ TEST(BenchCli, MarkdownWithoutJson) {
 }
 
 TEST(BenchCli, TargetOnlyHasNoSpeculativeFigures) {
-  const Result r = run_cli("bench --model " + kCase + "/model --quick --json --threads 1");
+  const Result r = run_cli("bench --model " + kE4bLikeQ4Case + "/model --quick --json --threads 1");
   ASSERT_EQ(r.code, 0) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(positive_finite(j.at("decode_tok_per_s")));
@@ -120,7 +121,7 @@ TEST(BenchCli, TargetOnlyHasNoSpeculativeFigures) {
 }
 
 TEST(BenchCli, LongContextsReportEveryContextAtHalfTheKvBytesInBf16) {
-  const std::string m = "bench --model " + kCase + "/model --quick --json --threads 1 --contexts 300,16";
+  const std::string m = "bench --model " + kE4bLikeQ4Case + "/model --quick --json --threads 1 --contexts 300,16";
   const Result f32 = run_cli(m);
   const Result bf16 = run_cli(m + " --kv-type bf16");
   ASSERT_EQ(f32.code, 0) << f32.out;
@@ -139,10 +140,10 @@ TEST(BenchCli, LongContextsReportEveryContextAtHalfTheKvBytesInBf16) {
     EXPECT_EQ(fa.at("kv_bytes").get<uint64_t>(), 2 * fb.at("kv_bytes").get<uint64_t>());
   }
   EXPECT_GT(a.at("contexts")[1].at("kv_bytes").get<uint64_t>(), a.at("contexts")[0].at("kv_bytes").get<uint64_t>());
-  const Result too_long = run_cli("bench --model " + kCase + "/model --quick --contexts 500000", true);
+  const Result too_long = run_cli("bench --model " + kE4bLikeQ4Case + "/model --quick --contexts 500000", true);
   EXPECT_EQ(too_long.code, 1);
   EXPECT_NE(too_long.out.find("context 500000"), std::string::npos) << too_long.out;
-  EXPECT_EQ(run_cli("bench --model " + kCase + "/model --quick --contexts 16 --concurrency 1").code, 2);
+  EXPECT_EQ(run_cli("bench --model " + kE4bLikeQ4Case + "/model --quick --contexts 16 --concurrency 1").code, 2);
 }
 
 TEST(BenchCli, ConcurrencyPairsPlainAndSpeculativeRuns) {
@@ -204,7 +205,7 @@ TEST(BenchCli, BadFlagsAreUsageErrors) {
   EXPECT_EQ(run_cli(m + "--no-such-flag").code, 2);
   EXPECT_EQ(run_cli(m + "--preset e4b").code, 2);  // synthetic presets exclude --model
   EXPECT_EQ(run_cli("bench --preset e9b --quick").code, 2);
-  const Result draft_alone = run_cli("bench --draft " + kCase + "/drafter --quick", true);
+  const Result draft_alone = run_cli("bench --draft " + kE4bLikeQ4Case + "/drafter --quick", true);
   EXPECT_EQ(draft_alone.code, 2);
   EXPECT_NE(draft_alone.out.find("--model"), std::string::npos) << draft_alone.out;
 }
@@ -213,11 +214,11 @@ TEST(BenchCli, RuntimeErrorsNameThePath) {
   const Result missing = run_cli("bench --model /nonexistent/specula-model --quick", true);
   EXPECT_EQ(missing.code, 1);
   EXPECT_NE(missing.out.find("/nonexistent/specula-model"), std::string::npos) << missing.out;
-  const Result too_long = run_cli("bench --model " + kCase + "/model --quick --prompt-tokens 1000000", true);
+  const Result too_long = run_cli("bench --model " + kE4bLikeQ4Case + "/model --quick --prompt-tokens 1000000", true);
   EXPECT_EQ(too_long.code, 1);
   EXPECT_NE(too_long.out.find("context"), std::string::npos) << too_long.out;
   const Result no_drafter =
-      run_cli("bench --model " + kCase + "/model --draft /nonexistent/specula-drafter --quick", true);
+      run_cli("bench --model " + kE4bLikeQ4Case + "/model --draft /nonexistent/specula-drafter --quick", true);
   EXPECT_EQ(no_drafter.code, 1);
   EXPECT_NE(no_drafter.out.find("/nonexistent/specula-drafter"), std::string::npos) << no_drafter.out;
 }

@@ -18,13 +18,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "cli_runner.h"
+#include "read_file.h"
 #include "shared_checkpoint.h"
 
 namespace {
@@ -32,14 +32,8 @@ namespace {
 namespace fs = std::filesystem;
 
 using Result = specula::test::CliResult;
+using specula::test::read_file;
 using specula::test::run_shell;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 struct TurnStats {
   long prefilled = 0, total = 0, cached = 0;

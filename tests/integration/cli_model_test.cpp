@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 #include "cli_runner.h"
+#include "spec_golden_util.h"
 
 #include "specula/io/config.h"
 
@@ -19,9 +20,8 @@ namespace specula {
 namespace {
 
 using Result = specula::test::CliResult;
+using spec_test::kE4bLikeQ4Case;
 using specula::test::run_cli;
-
-const std::string kCase = std::string(SPECULA_TEST_DATA) + "/goldens/e4b-like-q4g64-mlx";
 
 std::string join(const std::vector<int32_t>& ids) {
   std::string s;
@@ -33,10 +33,11 @@ std::string join(const std::vector<int32_t>& ids) {
 }
 
 TEST(CliModel, LogitsJsonMatchesGolden) {
-  const nlohmann::json expected = read_json_file(kCase + "/expected.json");
+  const nlohmann::json expected = read_json_file(kE4bLikeQ4Case + "/expected.json");
   const auto prompt = expected.at("prompt").get<std::vector<int32_t>>();
   const auto want = expected.at("logits").get<std::vector<std::vector<double>>>();
-  const Result r = run_cli("logits --model " + kCase + "/model --tokens " + join(prompt) + " --json --threads 1");
+  const Result r =
+      run_cli("logits --model " + kE4bLikeQ4Case + "/model --tokens " + join(prompt) + " --json --threads 1");
   ASSERT_EQ(r.code, 0);
   const nlohmann::json got = nlohmann::json::parse(r.out);
   const auto logits = got.at("logits").get<std::vector<std::vector<double>>>();
@@ -53,10 +54,10 @@ TEST(CliModel, LogitsJsonMatchesGolden) {
 }
 
 TEST(CliModel, RunJsonGivesGreedyTokensAndStats) {
-  const nlohmann::json expected = read_json_file(kCase + "/expected.json");
+  const nlohmann::json expected = read_json_file(kE4bLikeQ4Case + "/expected.json");
   const auto prompt = expected.at("prompt").get<std::vector<int32_t>>();
   const auto greedy = expected.at("greedy").get<std::vector<int32_t>>();
-  const Result r = run_cli("run --model " + kCase + "/model --tokens " + join(prompt) +
+  const Result r = run_cli("run --model " + kE4bLikeQ4Case + "/model --tokens " + join(prompt) +
                            " --max-tokens 24 --ignore-eos --json --threads 1 --prefill-chunk 3");
   ASSERT_EQ(r.code, 0);
   const nlohmann::json got = nlohmann::json::parse(r.out);
@@ -69,7 +70,8 @@ TEST(CliModel, RunJsonGivesGreedyTokensAndStats) {
 }
 
 TEST(CliModel, RunTextPrintsIds) {
-  const Result r = run_cli("run --model " + kCase + "/model --tokens 2,10,20 --max-tokens 3 --ignore-eos --threads 1");
+  const Result r =
+      run_cli("run --model " + kE4bLikeQ4Case + "/model --tokens 2,10,20 --max-tokens 3 --ignore-eos --threads 1");
   ASSERT_EQ(r.code, 0);
   int a, b, c;
   EXPECT_EQ(std::sscanf(r.out.c_str(), "%d,%d,%d", &a, &b, &c), 3) << r.out;
@@ -77,9 +79,9 @@ TEST(CliModel, RunTextPrintsIds) {
 
 TEST(CliModel, ExitCodes) {
   // Token id past the vocabulary: runtime error.
-  EXPECT_EQ(run_cli("run --model " + kCase + "/model --tokens 2,99999 --max-tokens 1").code, 1);
+  EXPECT_EQ(run_cli("run --model " + kE4bLikeQ4Case + "/model --tokens 2,99999 --max-tokens 1").code, 1);
   // Malformed token list and missing options: usage errors.
-  EXPECT_EQ(run_cli("logits --model " + kCase + "/model --tokens 2,x").code, 2);
+  EXPECT_EQ(run_cli("logits --model " + kE4bLikeQ4Case + "/model --tokens 2,x").code, 2);
   EXPECT_EQ(run_cli("run --tokens 2,3").code, 2);
   // Missing model directory: runtime error.
   EXPECT_EQ(run_cli("logits --model /nonexistent/specula --tokens 2").code, 1);

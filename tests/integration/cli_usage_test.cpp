@@ -17,20 +17,15 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "read_file.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
 using Result = specula::test::CliResult;
+using specula::test::read_file;
 using specula::test::run_shell;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 

@@ -19,8 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using Result = specula::test::CliResult;
-// stdout and stderr together.
-Result run_cli(const std::string& args) { return specula::test::run_cli(args, true); }
+using specula::test::run_cli;
 
 class DemoCli : public ::testing::Test {
  protected:
@@ -38,7 +37,7 @@ class DemoCli : public ::testing::Test {
 
 TEST_F(DemoCli, CreatesThePairOnceAndFindsTheOutputsIdentical) {
   const std::string args = "demo --cache-dir " + dir_ + "/cache --max-tokens 12 --threads 1";
-  const Result first = run_cli(args);
+  const Result first = run_cli(args, true);
   ASSERT_EQ(first.code, 0) << first.out;
   EXPECT_NE(first.out.find("creating the demo models"), std::string::npos) << first.out;
   EXPECT_NE(first.out.find("meaningless"), std::string::npos) << first.out;
@@ -55,7 +54,7 @@ TEST_F(DemoCli, CreatesThePairOnceAndFindsTheOutputsIdentical) {
   }
   EXPECT_EQ(entries, 1);
 
-  const Result second = run_cli(args);
+  const Result second = run_cli(args, true);
   ASSERT_EQ(second.code, 0) << second.out;
   EXPECT_EQ(second.out.find("creating the demo models"), std::string::npos) << second.out;
   EXPECT_NE(second.out.find("outputs identical: yes"), std::string::npos) << second.out;
@@ -64,7 +63,7 @@ TEST_F(DemoCli, CreatesThePairOnceAndFindsTheOutputsIdentical) {
 TEST_F(DemoCli, LeftoversOfAnInterruptedRunAreReplacedAndUsageIsChecked) {
   // A temporary directory of an interrupted first run, and no completed pair.
   fs::create_directories(dir_ + "/cache/tiny-dense-gemma4-v1.tmp-abcdef/model");
-  const Result r = run_cli("demo --cache-dir " + dir_ + "/cache --max-tokens 4 --threads 1");
+  const Result r = run_cli("demo --cache-dir " + dir_ + "/cache --max-tokens 4 --threads 1", true);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("outputs identical: yes"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(dir_ + "/cache/tiny-dense-gemma4-v1.tmp-abcdef"));
@@ -72,13 +71,13 @@ TEST_F(DemoCli, LeftoversOfAnInterruptedRunAreReplacedAndUsageIsChecked) {
   // Given checkpoints (here the cached pair itself): no synthetic-weights note.
   const std::string pair = dir_ + "/cache/tiny-dense-gemma4-v1";
   const Result given =
-      run_cli("demo --model " + pair + "/model --draft " + pair + "/drafter --max-tokens 4 --threads 1");
+      run_cli("demo --model " + pair + "/model --draft " + pair + "/drafter --max-tokens 4 --threads 1", true);
   ASSERT_EQ(given.code, 0) << given.out;
   EXPECT_NE(given.out.find("outputs identical: yes"), std::string::npos) << given.out;
   EXPECT_EQ(given.out.find("SYNTHETIC"), std::string::npos) << given.out;
 
-  EXPECT_EQ(run_cli("demo --model " + pair + "/model").code, 2);  // --model needs --draft
-  const Result bad_tok = run_cli("demo --cache-dir " + dir_ + "/other --tokenizer " + dir_ + "/nowhere");
+  EXPECT_EQ(run_cli("demo --model " + pair + "/model", true).code, 2);  // --model needs --draft
+  const Result bad_tok = run_cli("demo --cache-dir " + dir_ + "/other --tokenizer " + dir_ + "/nowhere", true);
   EXPECT_EQ(bad_tok.code, 1);
   EXPECT_NE(bad_tok.out.find("--tokenizer"), std::string::npos) << bad_tok.out;
 }

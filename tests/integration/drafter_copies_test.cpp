@@ -16,11 +16,10 @@ namespace specula {
 namespace {
 
 using spec_test::golden_prompt;
+using spec_test::kCentroidHead;
+using spec_test::kDenseHead;
 using spec_test::load_golden_drafter;
 using spec_test::load_golden_target;
-
-const char* const kDenseHead = "dense-densehead-bf16";
-const char* const kCentroidHead = "e4b-like-bf16-hf";
 
 TEST(DrafterCopies, AutoCopiesDenseHeadDraftersInFastPrecisionOnly) {
   auto fast = load_golden_target(kDenseHead, Precision::Fast);

@@ -31,8 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using Result = specula::test::CliResult;
-// stdout and stderr together.
-Result run_cli(const std::string& args) { return specula::test::run_cli(args, true); }
+using specula::test::run_cli;
 
 // Overwrites element `index` (BF16) of tensor `name` in the plan with `value` after its fill.
 void poison(synth::CheckpointPlan& plan, const std::string& name, int64_t index, float value) {
@@ -92,15 +91,15 @@ std::string NanWeights::dir_;
 const char* kRun = " --tokens 2,10,11,12 --max-tokens 4 --ignore-eos --threads 1";
 
 TEST_F(NanWeights, CleanCheckpointRunsAndChecksClean) {
-  const Result run = run_cli("run --model " + clean() + kRun);
+  const Result run = run_cli("run --model " + clean() + kRun, true);
   EXPECT_EQ(run.code, 0) << run.out;
-  const Result check = run_cli("inspect --check " + clean());
+  const Result check = run_cli("inspect --check " + clean(), true);
   EXPECT_EQ(check.code, 0) << check.out;
   EXPECT_NE(check.out.find("all finite"), std::string::npos) << check.out;
 }
 
 TEST_F(NanWeights, GreedyRunStopsWithAClearError) {
-  const Result r = run_cli("run --model " + nan_dense() + kRun);
+  const Result r = run_cli("run --model " + nan_dense() + kRun, true);
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("non-finite logits at position 3"), std::string::npos) << r.out;  // the prefill's last row
   EXPECT_NE(r.out.find("specula inspect --check " + nan_dense()), std::string::npos) << r.out;
@@ -109,14 +108,14 @@ TEST_F(NanWeights, GreedyRunStopsWithAClearError) {
 TEST_F(NanWeights, SampledAndSpeculativeRunsStopWithAClearError) {
   for (const std::string& extra :
        std::vector<std::string>{" --temperature 0.8 --seed 3", " --draft " + drafter(), " --draft lookup"}) {
-    const Result r = run_cli("run --model " + nan_dense() + kRun + extra);
+    const Result r = run_cli("run --model " + nan_dense() + kRun + extra, true);
     EXPECT_EQ(r.code, 1) << extra << "\n" << r.out;
     EXPECT_NE(r.out.find("non-finite logits"), std::string::npos) << extra << "\n" << r.out;
   }
 }
 
 TEST_F(NanWeights, InspectCheckNamesTheNanTensor) {
-  const Result r = run_cli("inspect --check " + nan_dense());
+  const Result r = run_cli("inspect --check " + nan_dense(), true);
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("model.language_model.layers.2.mlp.down_proj.weight: 1 NaN, 0 inf, first at element 5"),
             std::string::npos)
@@ -125,10 +124,10 @@ TEST_F(NanWeights, InspectCheckNamesTheNanTensor) {
 }
 
 TEST_F(NanWeights, InfiniteQuantScalesStopTheRunAndAreNamed) {
-  const Result run = run_cli("run --model " + inf_scales() + kRun);
+  const Result run = run_cli("run --model " + inf_scales() + kRun, true);
   EXPECT_EQ(run.code, 1) << run.out;
   EXPECT_NE(run.out.find("non-finite logits"), std::string::npos) << run.out;
-  const Result check = run_cli("inspect --check --json " + inf_scales());
+  const Result check = run_cli("inspect --check --json " + inf_scales(), true);
   EXPECT_EQ(check.code, 1) << check.out;
   EXPECT_NE(check.out.find("\"tensor\": \"language_model.model.layers.0.self_attn.q_proj.scales\""), std::string::npos)
       << check.out;

@@ -37,11 +37,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using spec_test::golden_case_names;
+using spec_test::golden_prompt;
 using spec_test::golden_root;
-
-std::vector<int32_t> golden_prompt(const std::string& name) {
-  return read_json_file((golden_root() / name / "expected.json").string()).at("prompt").get<std::vector<int32_t>>();
-}
 
 std::vector<int32_t> plain_greedy(const TargetModel& model, std::span<const int32_t> prompt, int64_t max_tokens,
                                   bool ignore_eos, ThreadPool& pool, std::string* stop = nullptr) {

@@ -15,10 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <functional>
 #include <iostream>
-#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -28,6 +25,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "error_of.h"
+#include "read_file.h"
 #include "specula/io/checkpoint.h"
 #include "specula/io/checkpoint_summary.h"
 #include "specula/kernels/quant.h"
@@ -46,6 +45,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using synth::Naming;
 using synth::SynthOptions;
+using test::expect_error;
+using test::read_file;
 
 const std::vector<std::string> kTinyPresets = {"tiny-dense", "tiny-e4b", "tiny-kveq", "tiny-moe"};
 const std::vector<std::string> kFullPresets = {"e2b", "e4b", "12b", "26b-a4b", "31b"};
@@ -73,11 +74,6 @@ Scratch& scratch() {
   return s;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
 std::vector<char> tensor_bytes_of(const TensorView& t) {
   return std::vector<char>(reinterpret_cast<const char*>(t.data), reinterpret_cast<const char*>(t.data) + t.nbytes);
 }
@@ -93,15 +89,15 @@ float value_at(const TensorView& t, int64_t i) {
   return bf16_to_f32(h);
 }
 
-struct Variant {
+struct CheckpointVariant {
   std::string label;
   DType dtype;
   std::optional<QuantSpec> quant;
   Naming naming;
 };
 
-const std::vector<Variant>& variants() {
-  static const std::vector<Variant> v = {
+const std::vector<CheckpointVariant>& checkpoint_variants() {
+  static const std::vector<CheckpointVariant> v = {
       {"bf16-hf", DType::BF16, std::nullopt, Naming::Hf},
       {"bf16-mlx", DType::BF16, std::nullopt, Naming::Mlx},
       {"f32-hf", DType::F32, std::nullopt, Naming::Hf},
@@ -116,7 +112,7 @@ const std::vector<Variant>& variants() {
   return v;
 }
 
-SynthOptions options_for(const std::string& preset, const Variant& v, uint64_t seed = 7) {
+SynthOptions options_for(const std::string& preset, const CheckpointVariant& v, uint64_t seed = 7) {
   SynthOptions o;
   o.preset = preset;
   o.seed = seed;
@@ -229,16 +225,6 @@ void golden_keys(const char* part, std::set<std::string>& top, std::set<std::str
   }
 }
 
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-  } catch (const Error& e) {
-    for (const auto& p : parts) EXPECT_TRUE(contains(e.what(), p)) << "missing '" << p << "' in: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "no specula::Error thrown";
-}
-
 // ---- round trips ---------------------------------------------------------------------------
 
 struct Written {
@@ -254,7 +240,7 @@ Written write_pair(const SynthOptions& o, const std::string& name, uint64_t max_
   return w;
 }
 
-void check_roundtrip(const std::string& preset_name, const Variant& v) {
+void check_roundtrip(const std::string& preset_name, const CheckpointVariant& v) {
   SCOPED_TRACE(preset_name + " " + v.label);
   const synth::Preset& preset = synth::find_preset(preset_name);
   const SynthOptions o = options_for(preset_name, v);
@@ -358,7 +344,7 @@ void check_roundtrip(const std::string& preset_name, const Variant& v) {
 
 TEST(SynthRoundtrip, EveryTinyPresetAndVariantLoadsAndSummarizes) {
   for (const auto& p : kTinyPresets) {
-    for (const auto& v : variants()) check_roundtrip(p, v);
+    for (const auto& v : checkpoint_variants()) check_roundtrip(p, v);
   }
 }
 
@@ -368,7 +354,7 @@ TEST(SynthRoundtrip, ConfigsCarryEveryKeyOfTheGoldenConfigs) {
   golden_keys("drafter", dtop, dtext);
   ASSERT_GT(text.size(), 30u);
   for (const auto& p : kTinyPresets) {
-    for (const auto& v : {variants()[0], variants()[3]}) {
+    for (const auto& v : {checkpoint_variants()[0], checkpoint_variants()[3]}) {
       const SynthOptions o = options_for(p, v);
       const json c = synth::plan_target(o).config;
       const auto ct = keys_of(c), ctt = keys_of(c.at("text_config"));
@@ -383,11 +369,12 @@ TEST(SynthRoundtrip, ConfigsCarryEveryKeyOfTheGoldenConfigs) {
     }
   }
   // The MoE router override is written into both quantization blocks (docs/gemma4.md §4).
-  const json c = synth::plan_target(options_for("tiny-moe", variants()[3])).config;
+  const json c = synth::plan_target(options_for("tiny-moe", checkpoint_variants()[3])).config;
   EXPECT_EQ(c["quantization"]["language_model.model.layers.3.router.proj"], json({{"bits", 8}, {"group_size", 64}}));
   EXPECT_EQ(c["quantization"], c["quantization_config"]);
-  EXPECT_EQ(synth::plan_target(options_for("12b", variants()[0])).config["model_type"], "gemma4_unified");
-  EXPECT_EQ(synth::plan_drafter(options_for("12b", variants()[0])).config["model_type"], "gemma4_unified_assistant");
+  EXPECT_EQ(synth::plan_target(options_for("12b", checkpoint_variants()[0])).config["model_type"], "gemma4_unified");
+  EXPECT_EQ(synth::plan_drafter(options_for("12b", checkpoint_variants()[0])).config["model_type"],
+            "gemma4_unified_assistant");
 }
 
 // ---- values ----------------------------------------------------------------------------------
@@ -413,7 +400,7 @@ Stats stats_of(const TensorView& t) {
 }
 
 TEST(SynthValues, AreScaledForMeaningfulForwardPasses) {
-  const Written w = write_pair(options_for("tiny-e4b", variants()[0]), "values");
+  const Written w = write_pair(options_for("tiny-e4b", checkpoint_variants()[0]), "values");
   const TargetCheckpoint t = load_target(w.model);
   const int64_t H = t.config.text.hidden_size;
   const Stats e = stats_of(*t.embed_tokens.weight);
@@ -474,8 +461,8 @@ TEST(SynthValues, QuantizedCheckpointIsTheQuantizedDenseOne) {
 }
 
 TEST(SynthValues, HfAndMlxNamingHoldTheSameWeights) {
-  const Written hf = write_pair(options_for("tiny-moe", variants()[0]), "naming-hf");
-  const Written mlx = write_pair(options_for("tiny-moe", variants()[1]), "naming-mlx");
+  const Written hf = write_pair(options_for("tiny-moe", checkpoint_variants()[0]), "naming-hf");
+  const Written mlx = write_pair(options_for("tiny-moe", checkpoint_variants()[1]), "naming-mlx");
   const TargetCheckpoint a = load_target(hf.model), b = load_target(mlx.model);
   size_t compared = 0;
   for (const auto& name : b.store.names()) {
@@ -511,8 +498,8 @@ std::map<std::string, std::string> dir_contents(const std::string& dir) {
 }
 
 TEST(SynthDeterminism, SameSeedSameBytesOtherSeedOtherWeights) {
-  for (const auto& [preset, variant] :
-       {std::pair{std::string("tiny-moe"), variants()[6]}, std::pair{std::string("tiny-e4b"), variants()[0]}}) {
+  for (const auto& [preset, variant] : {std::pair{std::string("tiny-moe"), checkpoint_variants()[6]},
+                                        std::pair{std::string("tiny-e4b"), checkpoint_variants()[0]}}) {
     SCOPED_TRACE(preset);
     const Written a = write_pair(options_for(preset, variant, 11), preset + "-det-a");
     const Written b = write_pair(options_for(preset, variant, 11), preset + "-det-b");
@@ -556,7 +543,7 @@ void expect_chunking_invariant(const synth::CheckpointPlan& plan) {
 TEST(SynthDeterminism, BytesDoNotDependOnChunking) {
   const SynthOptions q3 = options_for("tiny-moe", {"q3-hf", DType::BF16, QuantSpec{3, 32, "affine"}, Naming::Hf});
   expect_chunking_invariant(synth::plan_target(q3));
-  const SynthOptions e4b = options_for("tiny-e4b", variants()[1]);
+  const SynthOptions e4b = options_for("tiny-e4b", checkpoint_variants()[1]);
   expect_chunking_invariant(synth::plan_target(e4b));
   expect_chunking_invariant(synth::plan_drafter(e4b));
 }
@@ -564,7 +551,7 @@ TEST(SynthDeterminism, BytesDoNotDependOnChunking) {
 // ---- sharding, options -------------------------------------------------------------------------
 
 TEST(SynthWriter, ShardsLikeHuggingFaceAndLoadsTheSameTensors) {
-  const SynthOptions o = options_for("tiny-e4b", variants()[1]);
+  const SynthOptions o = options_for("tiny-e4b", checkpoint_variants()[1]);
   const std::string dir = scratch().path("sharded");
   synth::WriteCheckpointOptions wo;
   wo.max_shard_bytes = 700'000;
@@ -602,7 +589,7 @@ TEST(SynthWriter, ShardsLikeHuggingFaceAndLoadsTheSameTensors) {
 }
 
 TEST(SynthWriter, ShardAssignmentRespectsTheLimit) {
-  const auto plan = synth::plan_target(options_for("tiny-dense", variants()[0]));
+  const auto plan = synth::plan_target(options_for("tiny-dense", checkpoint_variants()[0]));
   const auto shards = synth::shard_tensors(plan.tensors, 50'000);
   size_t count = 0;
   for (const auto& s : shards) {
@@ -636,7 +623,7 @@ TEST(SynthOptions, BadOptionsNameTheAllowedValues) {
 }
 
 TEST(SynthOptions, VocabOverrideResizesEveryVocabTable) {
-  SynthOptions o = options_for("tiny-e4b", variants()[3]);
+  SynthOptions o = options_for("tiny-e4b", checkpoint_variants()[3]);
   o.vocab = 1024;
   const Written w = write_pair(o, "vocab1024");
   const TargetCheckpoint t = load_target(w.model);
@@ -654,7 +641,7 @@ struct FullSize {
   uint64_t params, bytes, per_token, drafter_bytes;
 };
 
-FullSize check_full_size(const std::string& preset, const Variant& v) {
+FullSize check_full_size(const std::string& preset, const CheckpointVariant& v) {
   SCOPED_TRACE(preset + " " + v.label);
   const SynthOptions o = options_for(preset, v);
   const synth::CheckpointPlan tp = synth::plan_target(o);
@@ -680,8 +667,8 @@ FullSize check_full_size(const std::string& preset, const Variant& v) {
 }
 
 TEST(SynthFullSize, InventoriesValidateAndCountsArePlausible) {
-  const Variant bf16 = variants()[0];
-  const Variant q4 = variants()[3];
+  const CheckpointVariant bf16 = checkpoint_variants()[0];
+  const CheckpointVariant q4 = checkpoint_variants()[3];
   std::map<std::string, FullSize> b, q;
   for (const auto& p : kFullPresets) {
     b[p] = check_full_size(p, bf16);
@@ -710,7 +697,7 @@ TEST(SynthFullSize, InventoriesValidateAndCountsArePlausible) {
 
 TEST(SynthFullSize, KvSharingMapsMatchTheSpec) {
   const auto load = [](const std::string& preset) {
-    const auto plan = synth::plan_target(options_for(preset, variants()[3]));
+    const auto plan = synth::plan_target(options_for(preset, checkpoint_variants()[3]));
     return load_target(plan.config, "/synthetic/config.json",
                        TensorStore::from_views("/synthetic", synth::plan_views(plan)));
   };
@@ -771,7 +758,8 @@ struct CliRun {
   std::string out, err;
 };
 
-CliRun run_cli(const std::string& args) {
+// Runs the CLI with `args`; its stdout and stderr apart.
+CliRun run_cli_split_output(const std::string& args) {
   static int counter = 0;
   const std::string base = scratch().path(fmt::format("cli-{}", counter++));
   const std::string cmd = fmt::format("'{}' {} >'{}.out' 2>'{}.err'", SPECULA_BINARY, args, base, base);
@@ -781,13 +769,14 @@ CliRun run_cli(const std::string& args) {
 
 TEST(SynthCli, SynthAndInspectThroughTheBinary) {
   const std::string model = scratch().path("cli-model"), draft = scratch().path("cli-draft");
-  CliRun r = run_cli(fmt::format("synth --preset tiny-moe --out '{}' --bits 4 --seed 5 --drafter '{}'", model, draft));
+  CliRun r = run_cli_split_output(
+      fmt::format("synth --preset tiny-moe --out '{}' --bits 4 --seed 5 --drafter '{}'", model, draft));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "wrote " + model)) << r.out;
   EXPECT_TRUE(contains(r.out, "4-bit group 64, mlx naming")) << r.out;
   EXPECT_EQ(r.err, "");  // no progress bar off a terminal
 
-  r = run_cli(fmt::format("inspect '{}' --draft '{}' --json", model, draft));
+  r = run_cli_split_output(fmt::format("inspect '{}' --draft '{}' --json", model, draft));
   ASSERT_EQ(r.code, 0) << r.err;
   const json j = json::parse(r.out);
   const TargetCheckpoint t = load_target(model);
@@ -798,7 +787,7 @@ TEST(SynthCli, SynthAndInspectThroughTheBinary) {
   EXPECT_EQ(j["drafter"]["compatible"], true);
   EXPECT_EQ(j["drafter"]["head"], "dense");
 
-  r = run_cli(fmt::format("inspect '{}' --draft '{}'", model, draft));
+  r = run_cli_split_output(fmt::format("inspect '{}' --draft '{}'", model, draft));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "MoE: yes (8 experts, top 2, width 64)")) << r.out;
   EXPECT_TRUE(contains(r.out, "router.proj")) << r.out;
@@ -807,37 +796,38 @@ TEST(SynthCli, SynthAndInspectThroughTheBinary) {
 
   // Sharded through the CLI, then inspected.
   const std::string sharded = scratch().path("cli-sharded");
-  r = run_cli(fmt::format("synth --preset tiny-dense --out '{}' --naming mlx --max-shard-bytes 200000", sharded));
+  r = run_cli_split_output(
+      fmt::format("synth --preset tiny-dense --out '{}' --naming mlx --max-shard-bytes 200000", sharded));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(fs::exists(sharded + "/model.safetensors.index.json"));
-  EXPECT_EQ(run_cli(fmt::format("inspect '{}'", sharded)).code, 0);
+  EXPECT_EQ(run_cli_split_output(fmt::format("inspect '{}'", sharded)).code, 0);
 }
 
 TEST(SynthCli, ExitCodesAndMessages) {
   const std::string out = scratch().path("cli-err");
-  CliRun r = run_cli(fmt::format("synth --preset nope --out '{}'", out));
+  CliRun r = run_cli_split_output(fmt::format("synth --preset nope --out '{}'", out));
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "tiny-dense") && contains(r.err, "26b-a4b")) << r.err;
-  r = run_cli(fmt::format("synth --preset tiny-dense --out '{}' --bits 7", out));
+  r = run_cli_split_output(fmt::format("synth --preset tiny-dense --out '{}' --bits 7", out));
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "7") && contains(r.err, "8")) << r.err;
-  r = run_cli(fmt::format("synth --preset tiny-dense --out '{}' --bits 4 --group-size 48", out));
+  r = run_cli_split_output(fmt::format("synth --preset tiny-dense --out '{}' --bits 4 --group-size 48", out));
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "48") && contains(r.err, "128")) << r.err;
-  r = run_cli(fmt::format("synth --preset tiny-dense --out '{}' --group-size 64", out));
+  r = run_cli_split_output(fmt::format("synth --preset tiny-dense --out '{}' --group-size 64", out));
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "--bits")) << r.err;
-  r = run_cli("synth --preset tiny-dense");
+  r = run_cli_split_output("synth --preset tiny-dense");
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "--out")) << r.err;
-  r = run_cli(fmt::format("synth --preset tiny-dense --out '{}' --vocab 1000 --drafter '{}-d'", out, out));
+  r = run_cli_split_output(fmt::format("synth --preset tiny-dense --out '{}' --vocab 1000 --drafter '{}-d'", out, out));
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(contains(r.err, "error:") && contains(r.err, "num_centroids")) << r.err;
   EXPECT_FALSE(fs::exists(out + "/model.safetensors"));  // planned both before writing either
-  r = run_cli(fmt::format("inspect '{}'", scratch().path("does-not-exist")));
+  r = run_cli_split_output(fmt::format("inspect '{}'", scratch().path("does-not-exist")));
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(contains(r.err, "error:") && contains(r.err, "does-not-exist")) << r.err;
-  r = run_cli("inspect");
+  r = run_cli_split_output("inspect");
   EXPECT_EQ(r.code, 2);
 }
 

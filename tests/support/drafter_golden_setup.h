@@ -1,7 +1,7 @@
 #pragma once
-// Shared setup of the tests of what a drafter builds at load (affine copies, a candidate head): a
-// golden case's target and drafter, its prompt, the `specula run` command over it, and the check
-// that speculative output still equals plain output.
+// Shared setup of the tests of what a drafter builds at load (affine copies, a candidate head): the
+// golden cases with each drafter head, a case's target and drafter, the `specula run` command over
+// it, and the check that speculative output still equals plain output.
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +19,10 @@
 
 namespace specula::spec_test {
 
+// Golden cases whose drafter has a dense head and a centroid head.
+inline const char* const kDenseHead = "dense-densehead-bf16";
+inline const char* const kCentroidHead = "e4b-like-bf16-hf";
+
 inline std::unique_ptr<TargetModel> load_golden_target(const std::string& name, Precision precision) {
   TargetOptions o;
   o.precision = precision;
@@ -28,10 +32,6 @@ inline std::unique_ptr<TargetModel> load_golden_target(const std::string& name, 
 inline std::unique_ptr<Drafter> load_golden_drafter(const std::string& name, const TargetModel& model,
                                                     DrafterQuant quant, DrafterHead head = DrafterHead::Stored) {
   return Drafter::load((golden_root() / name / "drafter").string(), model, DrafterConvention::Ollama, quant, head);
-}
-
-inline std::vector<int32_t> golden_prompt(const std::string& name) {
-  return read_json_file((golden_root() / name / "expected.json").string()).at("prompt").get<std::vector<int32_t>>();
 }
 
 // `run` over the case's prompt with its drafter: 16 tokens at γ 3 on one thread.

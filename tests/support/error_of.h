@@ -1,8 +1,9 @@
 #pragma once
-// Helpers shared by the file-format tests: deterministic byte patterns and the message of the
-// specula::Error a call throws.
+// Helpers shared by the file-format and validation tests: deterministic byte patterns, the message
+// of the specula::Error a call throws, and the check that the message names every expected part.
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,18 @@ std::string error_of(F&& f) {
   }
   ADD_FAILURE() << "expected specula::Error, nothing thrown";
   return {};
+}
+
+// Asserts that `f` throws specula::Error whose message contains every one of `parts`.
+inline void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
+    return;
+  }
+  ADD_FAILURE() << "no specula::Error thrown";
 }
 
 }  // namespace specula::test

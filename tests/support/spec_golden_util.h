@@ -1,14 +1,26 @@
 #pragma once
-// Shared helpers of the drafter / speculative golden tests: the list of golden cases and their
-// folders (tests/data/goldens/<case>/{model,drafter,expected.json}).
+// Shared helpers of the drafter / speculative golden tests: the list of golden cases, their
+// folders (tests/data/goldens/<case>/{model,drafter,expected.json}) and prompts.
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "specula/io/config.h"
+
 namespace specula::spec_test {
 
 inline std::filesystem::path golden_root() { return std::filesystem::path(SPECULA_TEST_DATA) / "goldens"; }
+
+// The case with E4B-like layers, 4-bit MLX weights and a drafter, which the CLI tests run.
+inline const std::string kE4bLikeQ4Case = (golden_root() / "e4b-like-q4g64-mlx").string();
+
+inline std::vector<int32_t> golden_prompt(const std::string& name) {
+  return read_json_file((golden_root() / name / "expected.json").string()).at("prompt").get<std::vector<int32_t>>();
+}
 
 inline std::vector<std::string> golden_case_names() {
   std::vector<std::string> cases;

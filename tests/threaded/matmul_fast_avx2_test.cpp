@@ -59,7 +59,7 @@ constexpr Precision kLow[] = {Precision::Fast, Precision::Int8};
 
 // Activations with a spread of magnitudes per row, one all-zero group and one group of a single
 // large value (the quantization's extremes; K >= 128).
-std::vector<float> random_x(int64_t m, int64_t k, std::mt19937& rng) {
+std::vector<float> random_x_with_extremes(int64_t m, int64_t k, std::mt19937& rng) {
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(m * k));
   for (int64_t i = 0; i < m; ++i) {
@@ -222,7 +222,7 @@ TEST(MatmulFastAvx2, BitwiseEqualToTheAvx512Model) {
       if (k % c.gs != 0 || k * c.bits % 32 != 0) continue;
       const int64_t n = k == 96 ? 37 : 21, m = 9;
       const auto wt = weights(c, n, k, rng);
-      const std::vector<float> x = random_x(m, k, rng);
+      const std::vector<float> x = random_x_with_extremes(m, k, rng);
       for (const Precision p : kLow) {
         const std::vector<float> want = model(x, m, wt, p);
         std::vector<float> y(want.size(), NAN);
@@ -247,7 +247,7 @@ TEST(MatmulFastAvx2, Avx512KernelMatchesTheModel) {
   for (const Case& c : cases()) {
     const int64_t n = 37, k = 384, m = 11;
     const auto wt = weights(c, n, k, rng);
-    const std::vector<float> x = random_x(m, k, rng);
+    const std::vector<float> x = random_x_with_extremes(m, k, rng);
     for (const Precision p : kLow) {
       const std::vector<float> want = model(x, m, wt, p);
       std::vector<float> y(want.size(), NAN);
@@ -273,7 +273,7 @@ TEST(MatmulFastAvx2, RowsAreBitwiseBatchAndThreadInvariant) {
     auto wt = weights(c, n, k, rng);
     std::vector<WeightMatrix*> list = {&wt.w};
     const PackedBuffer packed = pack_matrices(list, two);
-    const std::vector<float> x = random_x(rows, k, rng);
+    const std::vector<float> x = random_x_with_extremes(rows, k, rng);
     for (const Precision p : kLow) {
       SCOPED_TRACE(c.name() + " " + precision_name(p));
       std::vector<float> full(rows * n);
@@ -306,7 +306,7 @@ TEST(MatmulFastAvx2, PrefillPassesEqualDecodeRows) {
   std::mt19937 rng(9);
   const int64_t n = 20, k = 8192, m = 70;
   const auto wt = weights({4, 64, DType::BF16}, n, k, rng);
-  const std::vector<float> x = random_x(m, k, rng);
+  const std::vector<float> x = random_x_with_extremes(m, k, rng);
   for (const Precision p : kLow) {
     std::vector<float> all(m * n), one_row(n);
     matmul(x.data(), m, wt.w, all.data(), two, p);
@@ -327,7 +327,7 @@ TEST(MatmulFastAvx2, CloseToExactProduct) {
   const int64_t m = 5, n = 29, k = 768;
   for (const Case& c : cases()) {
     const auto wt = weights(c, n, k, rng);
-    const std::vector<float> x = random_x(m, k, rng);
+    const std::vector<float> x = random_x_with_extremes(m, k, rng);
     std::vector<double> mag;
     const std::vector<double> want = exact(x, m, wt, &mag);
     for (const Precision p : kLow) {

@@ -32,8 +32,8 @@ std::vector<Isa> available_isas() {
   return out;
 }
 
-// A weight matrix with owned storage.
-struct Weights : test::RandomWeights {
+// A weight matrix with owned storage, and the name of its format.
+struct NamedWeights : test::RandomWeights {
   WeightFormat format = WeightFormat::F32;
   int bits = 0, gs = 0;
   DType sd = DType::BF16;
@@ -67,8 +67,8 @@ std::vector<FormatSpec> all_formats() {
   return out;
 }
 
-Weights make_weights(const FormatSpec& spec, int64_t rows, int64_t cols, std::mt19937& rng) {
-  Weights r;
+NamedWeights make_named_weights(const FormatSpec& spec, int64_t rows, int64_t cols, std::mt19937& rng) {
+  NamedWeights r;
   r.format = spec.format;
   r.bits = spec.bits;
   r.gs = spec.gs;
@@ -80,7 +80,7 @@ Weights make_weights(const FormatSpec& spec, int64_t rows, int64_t cols, std::mt
 
 // Magnitude against which a kernel's rounding is judged: sum over k of |x| (|q*s| + |b|) for
 // affine weights (the kernels sum q*s and b separately), sum |x w| for dense ones.
-std::vector<double> error_scale(const std::vector<float>& x, int64_t m, const Weights& wt) {
+std::vector<double> error_scale(const std::vector<float>& x, int64_t m, const NamedWeights& wt) {
   const WeightMatrix& w = wt.w;
   std::vector<double> out(m * w.rows, 0.0);
   std::vector<float> row(w.cols);
@@ -124,7 +124,7 @@ TEST(Matmul, EveryKernelSetAgreesWithReference) {
   for (const FormatSpec& spec : all_formats()) {
     for (int64_t k : {64, 192, 384}) {
       if (spec.format == WeightFormat::Affine && k % spec.gs != 0) continue;
-      const Weights wt = make_weights(spec, n, k, rng);
+      const NamedWeights wt = make_named_weights(spec, n, k, rng);
       const std::vector<float> x = test::random_activations(max_m, k, rng);
       std::vector<float> ref(max_m * n);
       reference::matmul(x.data(), max_m, k, wt.w, ref.data(), n);
@@ -157,7 +157,7 @@ TEST(Matmul, RowsAreBitwiseBatchAndThreadInvariant) {
   std::mt19937 rng(99);
   const int64_t n = 37, k = 128, rows = 64;
   for (const FormatSpec& spec : all_formats()) {
-    const Weights wt = make_weights(spec, n, k, rng);
+    const NamedWeights wt = make_named_weights(spec, n, k, rng);
     const std::vector<float> x = test::random_activations(rows, k, rng);
     for (Isa isa : available_isas()) {
       set_active_isa(isa);
@@ -191,7 +191,7 @@ TEST(Matmul, HonoursRowStrides) {
   for (const FormatSpec& spec :
        {FormatSpec{WeightFormat::BF16, 0, 0, DType::BF16}, FormatSpec{WeightFormat::Affine, 4, 64, DType::BF16},
         FormatSpec{WeightFormat::Affine, 3, 32, DType::F16}}) {
-    const Weights wt = make_weights(spec, n, k, rng);
+    const NamedWeights wt = make_named_weights(spec, n, k, rng);
     const std::vector<float> packed = test::random_activations(m, k, rng);
     std::vector<float> strided(m * ldx, NAN);
     for (int64_t i = 0; i < m; ++i) std::memcpy(&strided[i * ldx], &packed[i * k], k * sizeof(float));
@@ -211,7 +211,7 @@ TEST(Matmul, HonoursRowStrides) {
 TEST(Matmul, RejectsInvalidArguments) {
   ThreadPool pool(1);
   std::mt19937 rng(1);
-  Weights wt = make_weights({WeightFormat::Affine, 4, 64, DType::BF16}, 4, 128, rng);
+  NamedWeights wt = make_named_weights({WeightFormat::Affine, 4, 64, DType::BF16}, 4, 128, rng);
   std::vector<float> x(2 * 128), y(2 * 4);
   EXPECT_THROW(matmul(x.data(), 2, 100, wt.w, y.data(), 4, pool), Error);  // ldx < K
   EXPECT_THROW(matmul(x.data(), 2, 128, wt.w, y.data(), 3, pool), Error);  // ldy < N

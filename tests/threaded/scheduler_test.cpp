@@ -29,7 +29,7 @@ namespace {
 
 using spec_test::golden_root;
 
-struct Case {
+struct GenerationCase {
   std::vector<int32_t> prompt;
   SpeculativeOptions options;
   bool drafter = false;
@@ -44,7 +44,7 @@ std::vector<int32_t> repeated(const std::vector<int32_t>& base, size_t length) {
   return p;
 }
 
-std::vector<Case> mixed_cases(const std::vector<int32_t>& base) {
+std::vector<GenerationCase> mixed_cases(const std::vector<int32_t>& base) {
   auto opts = [](int64_t gamma, bool automatic, double temperature, uint64_t seed) {
     SpeculativeOptions o;
     o.max_tokens = 20;
@@ -55,7 +55,7 @@ std::vector<Case> mixed_cases(const std::vector<int32_t>& base) {
     o.sampling.seed = seed;
     return o;
   };
-  std::vector<Case> c;
+  std::vector<GenerationCase> c;
   c.push_back({repeated(base, 3), opts(0, false, 0.0, 0), false, -1, 0});   // plain greedy
   c.push_back({repeated(base, 29), opts(3, false, 0.0, 0), true, -1, 0});   // drafter, gamma 3
   c.push_back({repeated(base, 11), opts(2, true, 0.0, 0), true, -1, 2});    // drafter, auto
@@ -65,12 +65,12 @@ std::vector<Case> mixed_cases(const std::vector<int32_t>& base) {
   c.push_back({repeated(base, 21), opts(2, false, 0.0, 0), true, 5, 8});    // cancelled
   c.back().options.max_tokens = 400;
   c[0].options.max_tokens = 40;  // the first one runs while the others join
-  for (Case& k : c)
+  for (GenerationCase& k : c)
     if (!k.drafter) k.options.method = DraftMethod::Lookup;  // plain (gamma 0) or prompt lookup
   return c;
 }
 
-std::vector<int32_t> alone(const TargetModel& model, const Drafter* drafter, const Case& c) {
+std::vector<int32_t> alone(const TargetModel& model, const Drafter* drafter, const GenerationCase& c) {
   ThreadPool pool(1);
   TargetCache cache = model.new_cache();
   SpeculativeOptions o = c.options;
@@ -85,8 +85,8 @@ std::vector<int32_t> alone(const TargetModel& model, const Drafter* drafter, con
 }
 
 // A greedy generation with the drafter at gamma 2 that runs to max_tokens.
-Case drafted_case(std::vector<int32_t> prompt, int64_t max_tokens) {
-  Case c;
+GenerationCase drafted_case(std::vector<int32_t> prompt, int64_t max_tokens) {
+  GenerationCase c;
   c.prompt = std::move(prompt);
   c.options.max_tokens = max_tokens;
   c.options.ignore_eos = true;
@@ -104,9 +104,9 @@ TEST_P(SchedulerConcurrency, EveryGenerationGetsItsAloneTokens) {
   auto model = TargetModel::load((dir / "model").string(), to);
   auto drafter = Drafter::load((dir / "drafter").string(), *model);
   const auto base = read_json_file((dir / "expected.json").string()).at("prompt").get<std::vector<int32_t>>();
-  const std::vector<Case> cases = mixed_cases(base);
+  const std::vector<GenerationCase> cases = mixed_cases(base);
   std::vector<std::vector<int32_t>> want;
-  for (const Case& c : cases) want.push_back(alone(*model, drafter.get(), c));
+  for (const GenerationCase& c : cases) want.push_back(alone(*model, drafter.get(), c));
 
   ThreadPool pool(2);
   SchedulerOptions so;
@@ -122,7 +122,7 @@ TEST_P(SchedulerConcurrency, EveryGenerationGetsItsAloneTokens) {
   std::vector<std::thread> threads;
   for (size_t i = 0; i < cases.size(); ++i) {
     threads.emplace_back([&, i] {
-      const Case& c = cases[i];
+      const GenerationCase& c = cases[i];
       {
         std::unique_lock lock(m);
         cv.wait(lock, [&] { return first_emitted >= c.join_after; });
@@ -172,14 +172,14 @@ TEST_P(SchedulerConcurrency, ASlotsPromptCacheIsReusedAndChangesNoToken) {
   SchedulerOptions so;
   so.slots = 2;
   Scheduler scheduler(*model, pool, so);
-  const Case c = drafted_case(repeated(base, 24), 8);
+  const GenerationCase c = drafted_case(repeated(base, 24), 8);
   const std::vector<int32_t> first = alone(*model, drafter.get(), c);
   ScheduledGeneration g{c.prompt, c.options, drafter.get()};
   int64_t cached = -1;
   EXPECT_EQ(scheduler.run(g, &cached).tokens, first);
   EXPECT_EQ(cached, 0);
   // A follow-up turn: the first prompt, its answer and more.
-  Case turn2 = c;
+  GenerationCase turn2 = c;
   turn2.prompt.insert(turn2.prompt.end(), first.begin(), first.end());
   turn2.prompt.insert(turn2.prompt.end(), base.begin() + 1, base.end());
   const std::vector<int32_t> want = alone(*model, drafter.get(), turn2);
@@ -208,12 +208,12 @@ TEST_P(SchedulerConcurrency, AChatTurnAfterALongAnswerReusesTheWholePreviousProm
   so.slots = 1;
   Scheduler scheduler(*model, pool, so);
   // More tokens than the rings' spare positions (rollback reserve, chunk - 1).
-  const Case c = drafted_case(repeated(base, 20), 48);
+  const GenerationCase c = drafted_case(repeated(base, 20), 48);
   ScheduledGeneration g{c.prompt, c.options, drafter.get()};
   int64_t cached = -1;
   const std::vector<int32_t> first = scheduler.run(g, &cached).tokens;
   EXPECT_EQ(first, alone(*model, drafter.get(), c));
-  Case turn2 = c;
+  GenerationCase turn2 = c;
   const size_t shared = c.prompt.size() - 3;
   const int32_t last = c.prompt[shared];
   turn2.prompt.resize(shared);
@@ -226,7 +226,7 @@ TEST_P(SchedulerConcurrency, AChatTurnAfterALongAnswerReusesTheWholePreviousProm
   EXPECT_EQ(scheduler.run(g, &cached).tokens, alone(*model, drafter.get(), turn2));
   EXPECT_EQ(cached, static_cast<int64_t>(shared));
   // A third turn after a short answer reuses its prompt by plain rollback.
-  Case turn3 = turn2;
+  GenerationCase turn3 = turn2;
   turn3.prompt.push_back(base[2]);
   g.prompt = turn3.prompt;
   EXPECT_EQ(scheduler.run(g, &cached).tokens, alone(*model, drafter.get(), turn3));

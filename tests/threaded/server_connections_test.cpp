@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "prometheus_metric.h"
 #include "server_process.h"
 #include "shared_checkpoint.h"
 
@@ -32,6 +33,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
+using specula::test::metric;
 using specula::test::ServerProcess;
 
 constexpr int kMaxConnections = 12;
@@ -107,13 +109,6 @@ std::vector<int> flood(int port, int n) {
 void close_all(std::vector<int>& fds) {
   for (const int fd : fds) close(fd);
   fds.clear();
-}
-
-// The value of the Prometheus sample `name`, or -1 when absent.
-double metric(const std::string& text, const std::string& name) {
-  const size_t at = text.find("\n" + name + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + name.size() + 2));
 }
 
 class ServerConnections : public ::testing::Test {

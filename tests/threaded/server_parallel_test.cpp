@@ -3,7 +3,6 @@
 // gauges (running, waiting, KV-cache utilization) follow; and concurrent greedy requests get
 // exactly the text each gets alone.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <atomic>
 #include <chrono>
@@ -14,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_runner.h"
+#include "prometheus_metric.h"
 #include "server_process.h"
 #include "shared_checkpoint.h"
 
@@ -22,18 +23,9 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
+using specula::test::metric;
+using specula::test::run_cli;
 using specula::test::ServerProcess;
-
-int run(const std::string& args) {
-  const int status = std::system((std::string(SPECULA_BINARY) + " " + args + " > /dev/null 2>&1").c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-double metric(const std::string& text, const std::string& name) {
-  const size_t at = text.find("\n" + name + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + name.size() + 2));
-}
 
 class ServerParallel : public ::testing::Test {
  protected:
@@ -163,8 +155,8 @@ TEST_F(ServerParallel, ConcurrentGreedyRequestsGetTheirAloneText) {
 }
 
 TEST_F(ServerParallel, ParallelOutOfRangeIsAUsageError) {
-  EXPECT_EQ(run("serve --model " + model() + " --parallel 0"), 2);
-  EXPECT_EQ(run("serve --model " + model() + " --parallel 100000"), 2);
+  EXPECT_EQ(run_cli("serve --model " + model() + " --parallel 0").code, 2);
+  EXPECT_EQ(run_cli("serve --model " + model() + " --parallel 100000").code, 2);
 }
 
 }  // namespace

@@ -23,6 +23,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_runner.h"
+#include "prometheus_metric.h"
 #include "server_process.h"
 #include "shared_checkpoint.h"
 #include "specula/speculative/acceptance_check.h"
@@ -31,14 +33,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using specula::test::metric;
+using specula::test::run_cli;
 using specula::test::ServerProcess;
 
 const std::string kTokenizerDir = std::string(SPECULA_TEST_DATA) + "/tokenizer-gemma4";
-
-int run(const std::string& args) {
-  const int status = std::system((std::string(SPECULA_BINARY) + " " + args + " > /dev/null 2>&1").c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 class Server : public ::testing::Test {
  protected:
@@ -95,13 +94,6 @@ class Server : public ::testing::Test {
 
 std::string Server::dir_;
 ServerProcess* Server::server_ = nullptr;
-
-// The value of the Prometheus sample `name` (with its labels), or -1 when absent.
-double metric(const std::string& text, const std::string& name) {
-  const size_t at = text.find("\n" + name + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + name.size() + 2));
-}
 
 json chat(const std::string& user, int max_tokens) {
   return {{"messages", json::array({{{"role", "user"}, {"content", user}}})},
@@ -459,7 +451,7 @@ TEST_F(Server, ToolChoiceRequiredReturnsToolCalls) {
 
 TEST_F(Server, ATakenPortIsAnErrorNotASharedListener) {
   const int port = shared().port();
-  EXPECT_EQ(run("serve --model " + model() + " --host 127.0.0.1 --port " + std::to_string(port)), 1);
+  EXPECT_EQ(run_cli("serve --model " + model() + " --host 127.0.0.1 --port " + std::to_string(port)).code, 1);
   EXPECT_TRUE(healthy(shared()));
 }
 

@@ -3,18 +3,20 @@
 // and their boundary, huge values, zeros of both signs, infinities and NaN, at lengths that leave
 // a partial vector.
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "same_bytes.h"
 #include "specula/kernels/activation.h"
 #include "specula/kernels/isa.h"
 
 namespace specula {
 namespace {
+
+using test::same_bytes;
 
 std::vector<float> inputs(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -56,10 +58,6 @@ Outputs run(Isa isa, size_t n) {
   softcap_inplace(o.softcap.data(), static_cast<int64_t>(n), 30.0f);
   set_active_isa(detected_isa());
   return o;
-}
-
-bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 TEST(ActivationIsa, WideLoopsGiveThePortableBytes) {

@@ -3,17 +3,19 @@
 // ring-wrapped and block-split K/V stores, head dims with and without a 16-lane tail, and GQA
 // groups wider than the kernels' register blocks; and over a bf16 (q8) store, the bytes of the
 // same attention over an f32 store holding the bf16 (dequantized) values.
-#include <cstring>
 #include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "same_bytes.h"
 #include "specula/kernels/attention.h"
 #include "specula/kernels/isa.h"
 
 namespace specula {
 namespace {
+
+using test::same_bytes;
 
 struct Shape {
   int64_t heads, kv_heads, dim;
@@ -111,10 +113,6 @@ std::vector<Isa> kernel_sets() {
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
     if (isa <= detected_isa()) sets.push_back(isa);
   return sets;
-}
-
-bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 const Shape kShapes[] = {

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "error_of.h"
 #include "specula/io/towers.h"
 #include "specula/io/weight_files.h"
 #include "specula/util/error.h"
@@ -24,6 +25,7 @@ namespace specula {
 namespace {
 
 using nlohmann::json;
+using test::expect_error;
 namespace fs = std::filesystem;
 
 const std::string kGoldens = std::string(SPECULA_TEST_DATA) + "/goldens";
@@ -34,17 +36,6 @@ const std::vector<std::string> kCases = {
     "kveq-q3g32-mlx",   "kveq-q8g64-mlx",         "moe-f32-hf",          "moe-q4g64-mlx"};
 
 std::string golden(const std::string& name, const char* part) { return kGoldens + "/" + name + "/" + part; }
-
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
-    return;
-  }
-  ADD_FAILURE() << "no specula::Error thrown";
-}
 
 // A writable copy of a golden checkpoint directory, removed at scope exit.
 class Copy {

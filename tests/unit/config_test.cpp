@@ -8,31 +8,20 @@
 
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "error_of.h"
 #include "specula/util/error.h"
 
 namespace specula {
 namespace {
 
 using nlohmann::json;
+using test::expect_error;
 namespace fs = std::filesystem;
-
-// Asserts that `f` throws specula::Error whose message contains every one of `parts`.
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
-    return;
-  }
-  ADD_FAILURE() << "no specula::Error thrown";
-}
 
 // Layer types from a period: `full_every` = 5 gives [S,S,S,S,F] repeated.
 json pattern(int layers, int full_every) {

@@ -4,7 +4,6 @@
 #include "specula/io/gguf.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -19,28 +18,13 @@
 #include "specula/io/gguf_writer.h"
 #include "specula/kernels/ggml_quants.h"
 #include "specula/util/error.h"
+#include "temp_dir.h"
 
 namespace specula {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "specula-gguf-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using test::ScopedTempDir;
 
 std::span<const std::byte> as_bytes(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
@@ -298,7 +282,7 @@ TEST(GgufRoundTrip, EveryMetadataTypeAndSeveralTensors) {
 }
 
 TEST(GgufRoundTrip, FileOnDiskThroughOpen) {
-  TempDir dir;
+  ScopedTempDir dir("specula-gguf");
   const std::string path = dir.file("model.gguf");
   GgufWriter w = every_type_writer();
   const auto data = add_tensors(w);
@@ -346,7 +330,7 @@ TEST(GgufRoundTrip, StreamedFillMatchesBytes) {
     ASSERT_EQ(out.size(), static_cast<size_t>(r1 - r0) * 256);
     std::memcpy(out.data(), raw.data() + r0 * 256, out.size());
   });
-  TempDir dir;
+  ScopedTempDir dir("specula-gguf");
   b.write(dir.file("x.gguf"), 512);  // two rows per chunk
   EXPECT_EQ(calls, 3);
   std::ifstream in(dir.file("x.gguf"), std::ios::binary);
@@ -611,7 +595,7 @@ TEST(GgufHostile, ControlCharactersInNamesStayOnOneLine) {
 }
 
 TEST(GgufHostile, FileErrorsNameThePath) {
-  TempDir dir;
+  ScopedTempDir dir("specula-gguf");
   const std::string path = dir.file("bad.gguf");
   {
     std::ofstream out(path, std::ios::binary);

@@ -20,13 +20,14 @@
 namespace specula {
 namespace {
 
-constexpr int64_t kKvHeads = 2, kDim = 12;
+// The geometry of the caches under test.
+constexpr int64_t kCacheKvHeads = 2, kCacheHeadDim = 12;
 
 // Random values plus ones that exercise the rounding: halfway cases (both parities), the largest
 // finite float (rounds to infinity), a subnormal, signed zero, infinity.
 std::vector<float> test_row(std::mt19937& rng) {
   std::normal_distribution<float> nd(0.0f, 3.0f);
-  std::vector<float> r(static_cast<size_t>(kKvHeads * kDim));
+  std::vector<float> r(static_cast<size_t>(kCacheKvHeads * kCacheHeadDim));
   for (float& x : r) x = nd(rng);
   r[0] = std::bit_cast<float>(0x3f808000u);  // halfway, even below: rounds down
   r[1] = std::bit_cast<float>(0x3f818000u);  // halfway, odd below: rounds up
@@ -64,9 +65,9 @@ TEST(KvCacheType, Bf16RowsReadBackAsTheRoundedValues) {
   std::mt19937 rng(3);
   for (bool ring : {false, true}) {
     SCOPED_TRACE(ring ? "ring" : "full");
-    KvCache c =
-        ring ? KvCache::ring(kKvHeads, kDim, 4, 3, KvType::Bf16) : KvCache::full(kKvHeads, kDim, 4, KvType::Bf16);
-    EXPECT_EQ(c.row_bytes(), kKvHeads * kDim * 2);
+    KvCache c = ring ? KvCache::ring(kCacheKvHeads, kCacheHeadDim, 4, 3, KvType::Bf16)
+                     : KvCache::full(kCacheKvHeads, kCacheHeadDim, 4, KvType::Bf16);
+    EXPECT_EQ(c.row_bytes(), kCacheKvHeads * kCacheHeadDim * 2);
     std::vector<std::vector<float>> ks, vs;
     for (int64_t p = 0; p < 9; ++p) {
       ks.push_back(test_row(rng));
@@ -93,7 +94,7 @@ TEST(KvCacheType, Bf16RowsReadBackAsTheRoundedValues) {
 
 TEST(KvCacheType, F32RowsReadBackUnchanged) {
   std::mt19937 rng(4);
-  KvCache c = KvCache::full(kKvHeads, kDim);
+  KvCache c = KvCache::full(kCacheKvHeads, kCacheHeadDim);
   EXPECT_EQ(c.type(), KvType::F32);
   const std::vector<float> k = test_row(rng), v = test_row(rng);
   c.reserve_write(1);
@@ -107,7 +108,7 @@ TEST(KvCacheType, F32RowsReadBackUnchanged) {
 TEST(KvCacheType, Bf16WindowCopyRestoresTheStoredRows) {
   std::mt19937 rng(5);
   const int64_t window = 4, extra = 2;
-  KvCache a = KvCache::ring(kKvHeads, kDim, window, extra, KvType::Bf16);
+  KvCache a = KvCache::ring(kCacheKvHeads, kCacheHeadDim, window, extra, KvType::Bf16);
   for (int64_t p = 0; p < 11; ++p) {
     const std::vector<float> k = test_row(rng), v = test_row(rng);
     a.reserve_write(1);
@@ -117,8 +118,8 @@ TEST(KvCacheType, Bf16WindowCopyRestoresTheStoredRows) {
   const KvCache::WindowCopy copy = a.copy_window(1);
   EXPECT_EQ(copy.k.size() + copy.v.size(), a.window_copy_bytes(11, 1));
   EXPECT_EQ(a.window_copy_bytes(11, 1) * 2,
-            KvCache::ring(kKvHeads, kDim, window, extra, KvType::F32).window_copy_bytes(11, 1));
-  KvCache b = KvCache::ring(kKvHeads, kDim, window, extra, KvType::Bf16);
+            KvCache::ring(kCacheKvHeads, kCacheHeadDim, window, extra, KvType::F32).window_copy_bytes(11, 1));
+  KvCache b = KvCache::ring(kCacheKvHeads, kCacheHeadDim, window, extra, KvType::Bf16);
   for (int64_t p = 0; p < 11; ++p) {  // other contents at the same offset
     const std::vector<float> k = test_row(rng), v = test_row(rng);
     b.reserve_write(1);
@@ -131,7 +132,7 @@ TEST(KvCacheType, Bf16WindowCopyRestoresTheStoredRows) {
     EXPECT_TRUE(sa.k == sb.k) << p;
     EXPECT_TRUE(sa.v == sb.v) << p;
   }
-  KvCache f32 = KvCache::ring(kKvHeads, kDim, window, extra, KvType::F32);
+  KvCache f32 = KvCache::ring(kCacheKvHeads, kCacheHeadDim, window, extra, KvType::F32);
   for (int64_t p = 0; p < 11; ++p) {
     f32.reserve_write(1);
     f32.advance(1);
@@ -140,11 +141,11 @@ TEST(KvCacheType, Bf16WindowCopyRestoresTheStoredRows) {
 }
 
 TEST(KvCacheType, Bf16HalvesTheBytes) {
-  const KvCache f = KvCache::full(kKvHeads, kDim, 8, KvType::F32);
-  const KvCache h = KvCache::full(kKvHeads, kDim, 8, KvType::Bf16);
+  const KvCache f = KvCache::full(kCacheKvHeads, kCacheHeadDim, 8, KvType::F32);
+  const KvCache h = KvCache::full(kCacheKvHeads, kCacheHeadDim, 8, KvType::Bf16);
   EXPECT_EQ(h.bytes_at(100) * 2, f.bytes_at(100));
-  const KvCache fr = KvCache::ring(kKvHeads, kDim, 16, 4, KvType::F32);
-  const KvCache hr = KvCache::ring(kKvHeads, kDim, 16, 4, KvType::Bf16);
+  const KvCache fr = KvCache::ring(kCacheKvHeads, kCacheHeadDim, 16, 4, KvType::F32);
+  const KvCache hr = KvCache::ring(kCacheKvHeads, kCacheHeadDim, 16, 4, KvType::Bf16);
   EXPECT_EQ(hr.bytes_at(100) * 2, fr.bytes_at(100));
 }
 
@@ -206,11 +207,11 @@ TEST(KvCacheType, Q8RowsReadBackDequantizedAndWindowCopiesRestoreThem) {
   constexpr int64_t dim = 64;
   std::mt19937 rng(6);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  KvCache a = KvCache::ring(kKvHeads, dim, 4, 2, KvType::Q8);
-  EXPECT_EQ(a.row_bytes(), kKvHeads * (dim + dim / 16));
+  KvCache a = KvCache::ring(kCacheKvHeads, dim, 4, 2, KvType::Q8);
+  EXPECT_EQ(a.row_bytes(), kCacheKvHeads * (dim + dim / 16));
   std::vector<std::vector<float>> ks;
   for (int64_t p = 0; p < 11; ++p) {
-    std::vector<float> k(static_cast<size_t>(kKvHeads * dim)), v(k.size());
+    std::vector<float> k(static_cast<size_t>(kCacheKvHeads * dim)), v(k.size());
     for (float& x : k) x = nd(rng);
     for (float& x : v) x = nd(rng);
     a.reserve_write(1);
@@ -218,18 +219,18 @@ TEST(KvCacheType, Q8RowsReadBackDequantizedAndWindowCopiesRestoreThem) {
     a.advance(1);
     ks.push_back(k);
   }
-  std::vector<float> k(static_cast<size_t>(kKvHeads * dim)), v(k.size()), want(static_cast<size_t>(dim));
+  std::vector<float> k(static_cast<size_t>(kCacheKvHeads * dim)), v(k.size()), want(static_cast<size_t>(dim));
   std::vector<uint8_t> q(static_cast<size_t>(kv_head_row_bytes(KvType::Q8, dim)));
   for (int64_t p = a.view_begin(); p < a.offset(); ++p) {
     a.read(p, k.data(), v.data());
-    for (int64_t h = 0; h < kKvHeads; ++h) {
+    for (int64_t h = 0; h < kCacheKvHeads; ++h) {
       kv_q8_quantize_row(ks[static_cast<size_t>(p)].data() + h * dim, dim, q.data());
       kv_q8_dequantize_row(q.data(), dim, want.data());
       EXPECT_TRUE(same_bytes(k.data() + h * dim, want.data(), want.size() * 4)) << p << " head " << h;
     }
   }
   const KvCache::WindowCopy copy = a.copy_window(1);
-  KvCache b = KvCache::ring(kKvHeads, dim, 4, 2, KvType::Q8);
+  KvCache b = KvCache::ring(kCacheKvHeads, dim, 4, 2, KvType::Q8);
   for (int64_t p = 0; p < 11; ++p) {
     b.reserve_write(1);
     b.advance(1);

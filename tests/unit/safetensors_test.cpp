@@ -4,7 +4,6 @@
 #include "specula/io/weight_files.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <cstring>
@@ -17,29 +16,13 @@
 
 #include "error_of.h"
 #include "specula/util/error.h"
+#include "temp_dir.h"
 
 namespace specula {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "specula-st-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
+using test::ScopedTempDir;
 
 void write_raw(const std::string& path, const std::string& bytes) {
   // Unlink first: truncating a file with data makes ext4 flush it (auto_da_alloc), which is slow.
@@ -73,7 +56,7 @@ using test::pattern_bytes;
 // Round trips
 
 TEST(Safetensors, RoundTripEveryDtype) {
-  TempDir dir;
+  ScopedTempDir dir("specula-st");
   const std::string path = dir.file("all.safetensors");
   const std::vector<DType> dtypes = {DType::BF16, DType::F16, DType::F32, DType::F64, DType::U8,
                                      DType::I8,   DType::U32, DType::I32, DType::I64};
@@ -133,7 +116,7 @@ TEST(Safetensors, RoundTripEveryDtype) {
 }
 
 TEST(Safetensors, NoMetadataWritesNoMetadataKey) {
-  TempDir dir;
+  ScopedTempDir dir("specula-st");
   const std::string path = dir.file("m.safetensors");
   WriteOptions opts;
   opts.metadata.clear();
@@ -143,7 +126,7 @@ TEST(Safetensors, NoMetadataWritesNoMetadataKey) {
 }
 
 TEST(Safetensors, ChunkedFillUsesWholeRowsAndReportsProgress) {
-  TempDir dir;
+  ScopedTempDir dir("specula-st");
   const std::string path = dir.file("chunked.safetensors");
   std::vector<std::pair<int64_t, int64_t>> calls_a, calls_b, calls_c;
   const auto make = [](std::string name, std::vector<int64_t> shape, size_t row_bytes,
@@ -199,7 +182,7 @@ TEST(Safetensors, ChunkedFillUsesWholeRowsAndReportsProgress) {
 }
 
 TEST(Safetensors, WriterFailuresLeaveNoFile) {
-  TempDir dir;
+  ScopedTempDir dir("specula-st");
   const std::string path = dir.file("fail.safetensors");
   TensorSpec bad;
   bad.name = "boom";
@@ -233,7 +216,7 @@ void write_tensors(const std::string& path, const std::vector<std::string>& name
 }
 
 TEST(TensorStore, ShardedCheckpointViaIndex) {
-  TempDir dir;
+  ScopedTempDir dir("specula-st");
   write_tensors(dir.file("model-00001-of-00002.safetensors"), {"a", "b"});
   write_tensors(dir.file("model-00002-of-00002.safetensors"), {"c"});
   write_raw(dir.file("model.safetensors.index.json"),
@@ -243,8 +226,8 @@ TEST(TensorStore, ShardedCheckpointViaIndex) {
   // A stray file the index does not mention must not be read.
   write_tensors(dir.file("stray.safetensors"), {"a"});
 
-  TensorStore store = TensorStore::open_dir(dir.str());
-  EXPECT_EQ(store.dir(), dir.str());
+  TensorStore store = TensorStore::open_dir(dir.path().string());
+  EXPECT_EQ(store.dir(), dir.path().string());
   EXPECT_EQ(store.size(), 3u);
   EXPECT_EQ(store.names(), (std::vector<std::string>{"a", "b", "c"}));
   EXPECT_EQ(*store.get("c").file, dir.file("model-00002-of-00002.safetensors"));
@@ -254,7 +237,7 @@ TEST(TensorStore, ShardedCheckpointViaIndex) {
   EXPECT_EQ(std::memcmp(store.get("b").data, want.data(), 8), 0);
   EXPECT_FALSE(store.contains("d"));
   const std::string msg = error_of([&] { store.get("d"); });
-  EXPECT_NE(msg.find("tensor 'd' not found in " + dir.str()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tensor 'd' not found in " + dir.path().string()), std::string::npos) << msg;
 
   // Views stay valid when the store moves.
   const TensorView* before = store.find("a");
@@ -264,37 +247,37 @@ TEST(TensorStore, ShardedCheckpointViaIndex) {
 
 TEST(TensorStore, IndexErrorsNameTensorAndShard) {
   {
-    TempDir dir;
+    ScopedTempDir dir("specula-st");
     write_tensors(dir.file("s1.safetensors"), {"a"});
     write_raw(dir.file("model.safetensors.index.json"),
               R"({"weight_map": {"a": "s1.safetensors", "ghost": "s1.safetensors"}})");
-    const std::string msg = error_of([&] { TensorStore::open_dir(dir.str()); });
+    const std::string msg = error_of([&] { TensorStore::open_dir(dir.path().string()); });
     EXPECT_NE(msg.find("tensor 'ghost' is listed in shard 's1.safetensors'"), std::string::npos) << msg;
   }
   {
-    TempDir dir;
+    ScopedTempDir dir("specula-st");
     write_tensors(dir.file("s1.safetensors"), {"a"});
     write_raw(dir.file("model.safetensors.index.json"),
               R"({"weight_map": {"a": "s1.safetensors", "b": "s2.safetensors"}})");
-    const std::string msg = error_of([&] { TensorStore::open_dir(dir.str()); });
+    const std::string msg = error_of([&] { TensorStore::open_dir(dir.path().string()); });
     EXPECT_NE(msg.find("shard 's2.safetensors' (holding tensor 'b') does not exist"), std::string::npos) << msg;
   }
   {
-    TempDir dir;
+    ScopedTempDir dir("specula-st");
     write_raw(dir.file("model.safetensors.index.json"), R"({"weight_map": {"a": "../x.safetensors"}})");
-    const std::string msg = error_of([&] { TensorStore::open_dir(dir.str()); });
+    const std::string msg = error_of([&] { TensorStore::open_dir(dir.path().string()); });
     EXPECT_NE(msg.find("outside the directory"), std::string::npos) << msg;
   }
   {
-    TempDir dir;
+    ScopedTempDir dir("specula-st");
     write_raw(dir.file("model.safetensors.index.json"), R"({"weight_map": [1]})");
-    const std::string msg = error_of([&] { TensorStore::open_dir(dir.str()); });
+    const std::string msg = error_of([&] { TensorStore::open_dir(dir.path().string()); });
     EXPECT_NE(msg.find("\"weight_map\" is an array, not an object"), std::string::npos) << msg;
   }
   {
-    TempDir dir;
+    ScopedTempDir dir("specula-st");
     write_raw(dir.file("model.safetensors.index.json"), "{not json");
-    const std::string msg = error_of([&] { TensorStore::open_dir(dir.str()); });
+    const std::string msg = error_of([&] { TensorStore::open_dir(dir.path().string()); });
     EXPECT_NE(msg.find("not valid JSON"), std::string::npos) << msg;
   }
 }
@@ -312,38 +295,39 @@ TEST(TensorStore, ModelShardNames) {
 
 TEST(TensorStore, SingleFileGlobAndDuplicates) {
   {
-    TempDir dir;  // model.safetensors wins over other files
+    ScopedTempDir dir("specula-st");  // model.safetensors wins over other files
     write_tensors(dir.file("model.safetensors"), {"m"});
     write_tensors(dir.file("other.safetensors"), {"o"});
-    const TensorStore store = TensorStore::open_dir(dir.str());
+    const TensorStore store = TensorStore::open_dir(dir.path().string());
     EXPECT_EQ(store.names(), std::vector<std::string>{"m"});
   }
   {
-    TempDir dir;  // no model.safetensors: the model-N-of-M shards, sorted; sidecars are never opened
+    ScopedTempDir dir(
+        "specula-st");  // no model.safetensors: the model-N-of-M shards, sorted; sidecars are never opened
     write_tensors(dir.file("model-00002-of-00002.safetensors"), {"y"});
     write_tensors(dir.file("model-00001-of-00002.safetensors"), {"x"});
     write_tensors(dir.file("optiq_vision.safetensors"), {"x"});  // would clash with "x" if opened
     write_raw(dir.file("notes.txt"), "ignored");
-    const TensorStore store = TensorStore::open_dir(dir.str());
+    const TensorStore store = TensorStore::open_dir(dir.path().string());
     EXPECT_EQ(store.names(), (std::vector<std::string>{"x", "y"}));
     EXPECT_EQ(*store.get("x").file, dir.file("model-00001-of-00002.safetensors"));
   }
   {
-    TempDir dir;
+    ScopedTempDir dir("specula-st");
     write_tensors(dir.file("model-00001-of-00002.safetensors"), {"w", "u"});
     write_tensors(dir.file("model-00002-of-00002.safetensors"), {"w"});
-    const std::string msg = error_of([&] { TensorStore::open_dir(dir.str()); });
+    const std::string msg = error_of([&] { TensorStore::open_dir(dir.path().string()); });
     EXPECT_NE(msg.find("tensor 'w' is in both " + dir.file("model-00001-of-00002.safetensors") + " and " +
                        dir.file("model-00002-of-00002.safetensors")),
               std::string::npos)
         << msg;
   }
   {
-    TempDir dir;
+    ScopedTempDir dir("specula-st");
     write_tensors(dir.file("a.safetensors"), {"w", "u"});
     write_tensors(dir.file("b.safetensors"), {"w"});
-    const std::string msg = error_of([&] { TensorStore::open_dir(dir.str()); });
-    EXPECT_NE(msg.find("no safetensors files in " + dir.str()), std::string::npos) << msg;
+    const std::string msg = error_of([&] { TensorStore::open_dir(dir.path().string()); });
+    EXPECT_NE(msg.find("no safetensors files in " + dir.path().string()), std::string::npos) << msg;
     EXPECT_NE(msg.find("not model shards: a.safetensors, b.safetensors"), std::string::npos) << msg;
     const std::string msg2 = error_of([&] {
       TensorStore::open_files({dir.file("b.safetensors"), dir.file("a.safetensors")});
@@ -351,9 +335,11 @@ TEST(TensorStore, SingleFileGlobAndDuplicates) {
     EXPECT_NE(msg2.find("tensor 'w' is in both"), std::string::npos) << msg2;
   }
   {
-    TempDir dir;
+    ScopedTempDir dir("specula-st");
     write_raw(dir.file("readme.md"), "x");
-    EXPECT_NE(error_of([&] { TensorStore::open_dir(dir.str()); }).find("no safetensors files in " + dir.str()),
+    EXPECT_NE(error_of([&] {
+                TensorStore::open_dir(dir.path().string());
+              }).find("no safetensors files in " + dir.path().string()),
               std::string::npos);
     EXPECT_NE(error_of([&] { TensorStore::open_dir(dir.file("nope")); }).find("is not a directory"), std::string::npos);
   }
@@ -474,7 +460,7 @@ std::vector<HostileCase> hostile_corpus() {
 }
 
 TEST(SafetensorsHostile, EveryCaseRejectedWithItsOwnMessage) {
-  TempDir dir;
+  ScopedTempDir dir("specula-st");
   const std::string path = dir.file("model.safetensors");
   const auto corpus = hostile_corpus();
   std::set<std::string> messages;
@@ -493,7 +479,7 @@ TEST(SafetensorsHostile, EveryCaseRejectedWithItsOwnMessage) {
 
 // Deeply nested JSON must neither overflow the stack while parsing nor while being destroyed.
 TEST(SafetensorsHostile, DeepNestingIsRejected) {
-  TempDir dir;
+  ScopedTempDir dir("specula-st");
   const std::string path = dir.file("deep.safetensors");
   const size_t depth = 100000;
   const std::string shape = std::string(depth, '[') + std::string(depth, ']');
@@ -508,7 +494,7 @@ TEST(SafetensorsHostile, DeepNestingIsRejected) {
 }
 
 TEST(SafetensorsHostile, EmptyTensorsMayShareOffsets) {
-  TempDir dir;
+  ScopedTempDir dir("specula-st");
   const std::string path = dir.file("e.safetensors");
   write_raw(path, raw_file(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
                            R"("e":{"dtype":"F32","shape":[0,3],"data_offsets":[2,2]},)"
@@ -522,7 +508,7 @@ TEST(SafetensorsHostile, EmptyTensorsMayShareOffsets) {
 // Random byte flips of a small valid file: open either succeeds (and every view stays inside the
 // mapping) or throws specula::Error. Runs under ASan in CI.
 TEST(SafetensorsHostile, MutatedFilesNeverCrash) {
-  TempDir dir;
+  ScopedTempDir dir("specula-st");
   const std::string valid = dir.file("valid.safetensors");
   write_safetensors(valid, {tensor_from_bytes("a.weight", DType::BF16, {3, 4}, pattern_bytes(24, 1)),
                             tensor_from_bytes("b", DType::I64, {2}, pattern_bytes(16, 2)),

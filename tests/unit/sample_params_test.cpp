@@ -8,21 +8,13 @@
 #include <limits>
 #include <string>
 
+#include "error_of.h"
 #include "specula/util/error.h"
 
 namespace specula {
 namespace {
 
-// The message of the Error `f` throws ("" if it does not throw).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 void expect_invalid(const SamplingParams& p, const std::string& field, const std::string& range) {
   const std::string msg = error_of([&] { validate(p); });

@@ -6,16 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <limits>
 #include <vector>
 
+#include "special_floats.h"
 #include "specula/sample/logits_pipeline.h"
 #include "specula/util/error.h"
 
 namespace specula {
 namespace {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+using test::kNaN;
 
 TokenDistribution sparse(int64_t V, std::vector<TokenProb> w) {
   return TokenDistribution::from_sparse_weights(V, std::move(w));

@@ -6,12 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "error_of.h"
+#include "special_floats.h"
 #include "specula/sample/logits_pipeline.h"
 #include "specula/sample/sampler.h"
 #include "specula/util/error.h"
@@ -19,8 +20,9 @@
 namespace specula {
 namespace {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
+using test::error_of;
+using test::kInf;
+using test::kNaN;
 
 // Logits whose softmax at temperature 1 is proportional to `weights`.
 std::vector<float> log_of(std::vector<double> weights) {
@@ -48,15 +50,6 @@ void expect_probs(const TokenDistribution& d, const std::vector<double>& expecte
   int64_t nonzero = 0;
   for (const double e : expected) nonzero += e > 0.0;
   EXPECT_EQ(d.support_size(), nonzero);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // ---- no filters, temperature ------------------------------------------------------------------

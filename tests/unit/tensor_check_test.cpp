@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "special_floats.h"
 #include "specula/io/tensor_check.h"
 #include "specula/model/logits_check.h"
 #include "specula/util/error.h"
@@ -16,8 +17,8 @@
 namespace specula {
 namespace {
 
-constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
+using test::kInf;
+using test::kNaN;
 
 // A view over `bytes` holding the values in `dtype`.
 TensorView view_of(DType dtype, const std::vector<float>& values, std::vector<std::byte>& bytes) {
@@ -45,7 +46,7 @@ TensorView view_of(DType dtype, const std::vector<float>& values, std::vector<st
 
 TEST(TensorCheck, CountsNanAndInfInEveryFloatDtype) {
   // The largest finite values and subnormals must not count: only the all-ones exponent does.
-  const std::vector<float> values = {1.0f, -0.0f, 65504.0f, kNan, 3.0e-8f, -kInf, kInf, kNan, 2.0f};
+  const std::vector<float> values = {1.0f, -0.0f, 65504.0f, kNaN, 3.0e-8f, -kInf, kInf, kNaN, 2.0f};
   for (DType d : {DType::BF16, DType::F16, DType::F32, DType::F64}) {
     std::vector<std::byte> bytes;
     const NonFiniteCount c = count_non_finite(view_of(d, values, bytes));
@@ -84,7 +85,7 @@ TEST(LogitsCheck, FiniteRowPasses) {
 }
 
 TEST(LogitsCheck, NonFiniteRowNamesPositionCountsAndHint) {
-  const std::vector<float> row = {1.0f, kInf, kNan, kNan};
+  const std::vector<float> row = {1.0f, kInf, kNaN, kNaN};
   try {
     require_finite_logits(row.data(), 4, 17, "/models/x");
     FAIL() << "no error";
