@@ -23,6 +23,7 @@
 #include "specula/sample/rng.h"
 #include "specula/speculative/acceptance_check.h"
 #include "specula/speculative/speculative.h"
+#include "specula/util/elapsed.h"
 #include "specula/util/error.h"
 
 namespace specula::cli {
@@ -105,7 +106,7 @@ void run_speculative(const RunBasics& b, const SpeculativeRunArgs& a, TextOutput
   if (has_draft && so.method == DraftMethod::Drafter)
     drafter = Drafter::load(a.draft, *model, parse_drafter_convention(a.drafter_compat),
                             parse_drafter_quant(a.draft_quant), parse_drafter_head(a.draft_head));
-  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double load_ms = ms_since(t0);
   ThreadPool pool(b.threads);
   TargetCache cache = model->new_cache();
   std::function<bool(int32_t)> on_token;

@@ -8,6 +8,7 @@
 
 #include "specula/engine/gamma_allocation.h"
 #include "specula/speculative/speculative_session.h"
+#include "specula/util/elapsed.h"
 #include "specula/util/error.h"
 
 namespace specula {
@@ -318,7 +319,7 @@ void Scheduler::step(std::vector<Job*>& active) {
     for (Job* j : plan.jobs) j->error = std::current_exception();
     return;
   }
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  const double ms = ms_since(t0);
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     Job* j = plan.jobs[i];
     try {
@@ -334,7 +335,7 @@ void Scheduler::step(std::vector<Job*>& active) {
   }
   // What a step of this many rows costs the batch: the forward and what each sequence does with
   // its rows (accepting, rolling back, emitting), which grows with the rows too.
-  const double step_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  const double step_ms = ms_since(t0);
   step_cost_.record(plan.rows(), step_ms);
 }
 
@@ -412,7 +413,7 @@ void Scheduler::draft_together(std::vector<Job*>& decoding) {
       for (Job* j : jobs) j->error = std::current_exception();
       continue;
     }
-    const double call_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    const double call_ms = ms_since(t0);
     draft_step_ms_ = draft_step_ms_ < 0 ? call_ms : draft_step_ms_ + kDraftCostWeight * (call_ms - draft_step_ms_);
     const double share = call_ms / static_cast<double>(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {

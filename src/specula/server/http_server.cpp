@@ -18,6 +18,7 @@
 #include "specula/server/access_log.h"
 #include "specula/server/connection_server.h"
 #include "specula/server/cors.h"
+#include "specula/util/elapsed.h"
 #include "specula/util/error.h"
 #include "specula/util/printable.h"
 
@@ -308,8 +309,7 @@ void HttpServer::log_request(const Request& req, const Response& res) {
     record.completion_tokens = generation.outcome->completion_tokens;
     record.time_to_first_token_ms = generation.outcome->time_to_first_token_ms;
   }
-  record.duration_ms =
-      std::chrono::duration<double, std::milli>(Clock::now() - ConnectionServer::request_start()).count();
+  record.duration_ms = ms_since(ConnectionServer::request_start());
   options_.access_log(access_log_line(record, std::time(nullptr)));
 }
 

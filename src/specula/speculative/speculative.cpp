@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "specula/speculative/speculative_session.h"
+#include "specula/util/elapsed.h"
 
 namespace specula {
 
@@ -15,8 +16,7 @@ SpeculativeResult generate_speculative(const TargetModel& model, TargetCache& ca
     const SequenceRows rows = session.next_step(cache.options().max_chunk, pool);
     const auto t0 = std::chrono::steady_clock::now();
     const ForwardOutput out = model.forward(cache, rows.tokens, rows.request, pool, &scratch);
-    session.complete_step(out,
-                          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    session.complete_step(out, ms_since(t0));
   }
   return session.take_result();
 }
