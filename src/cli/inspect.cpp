@@ -2,6 +2,12 @@
 // prints its summary as text or JSON. With --check it also reads every float tensor's values and
 // fails (exit 1) naming the tensors that hold NaN or infinity (io/tensor_check.h). A drafter that
 // does not fit the target also fails (exit 1), after the report that lists why.
+//
+// A GGUF file is not converted for the summary: converting a multi-GB file takes most of a
+// minute and writes an image larger than the file into the cache, where the summary needs only
+// the tensors' names, shapes and formats. It is described instead (GgufLoadOptions::convert), or
+// its cached image mapped when one is current; --check, which reads every value, converts it as
+// every other command does.
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -19,9 +25,11 @@
 #include "specula/io/checkpoint_summary.h"
 #include "specula/io/gguf.h"
 #include "specula/io/tensor_check.h"
+#include "specula/kernels/isa.h"
 #include "specula/model/gguf_image_cache.h"
 #include "specula/model/gguf_target.h"
 #include "specula/model/packed_cache.h"
+#include "specula/model/target_weights.h"
 #include "specula/util/error.h"
 
 namespace specula::cli {
@@ -89,12 +97,17 @@ std::string gguf_types_text(const std::map<std::string, std::map<std::string, in
 }
 
 void run_inspect(const InspectArgs& a) {
-  GgufLoadOptions gguf_options;  // a GGUF's converted image is cached as by every other command
+  GgufLoadOptions gguf_options;
   gguf_options.image_cache_dir = gguf_image_cache_dir(default_packed_cache_dir());
+  gguf_options.convert = a.check;
   const TargetCheckpoint target = load_any_target(a.dir, gguf_options);
   std::optional<DrafterCheckpoint> drafter;
   if (!a.draft_dir.empty()) drafter = load_any_drafter(a.draft_dir, gguf_options);
-  const CheckpointSummary s = summarize_checkpoint(target, drafter ? &*drafter : nullptr);
+  CheckpointSummary s = summarize_checkpoint(target, drafter ? &*drafter : nullptr);
+  // What a decode step reads in the default precision, as `bench` counts it (the packed layout of
+  // this CPU's fast kernels), without packing anything.
+  s.fast_bytes_per_token = make_target_weights(target).decode_bytes_per_token(s, MatrixBytes::FastPrecision);
+  s.fast_kernels = std::string(isa_name(active_isa()));
   std::vector<ValueCheck> checks;
   if (a.check) {
     checks.push_back({check_tensor_values(target.store), "target"});
@@ -143,7 +156,8 @@ void add_inspect_command(CLI::App& app) {
       ->transform(model_path());
   cmd->add_flag("--json", args->json, "print JSON instead of text");
   cmd->add_flag("--check", args->check,
-                "also read every float tensor and fail if any holds NaN or infinity (reads the whole checkpoint)");
+                "also read every float tensor and fail if any holds NaN or infinity (reads the whole checkpoint; "
+                "converts a GGUF file as other commands do)");
   cmd->callback([args] { run_inspect(*args); });
 }
 

@@ -2,10 +2,12 @@
 // which holds them exactly; other quantized modules dequantized to f32) reproduces the golden
 // prefill logits within 1e-4 and the greedy tokens. And GGUF files of each ggml type specula
 // loads hold, once loaded, exactly the values ggml's reference dequantization gives, and run the
-// same logits as their f32 equivalent.
+// same logits as their f32 equivalent; described without converting (`inspect`), they have the
+// converted image's tensors and the bytes per token the packed model reads.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -13,12 +15,14 @@
 #include <nlohmann/json.hpp>
 
 #include "spec_golden_util.h"
+#include "specula/io/checkpoint_summary.h"
 #include "specula/io/config.h"
 #include "specula/io/gguf.h"
 #include "specula/kernels/ggml_quants.h"
 #include "specula/model/generate.h"
 #include "specula/model/gguf_target.h"
 #include "specula/model/target_model.h"
+#include "specula/model/target_weights.h"
 #include "specula/synth/gguf_export.h"
 #include "temp_dir.h"
 
@@ -147,6 +151,32 @@ TEST_P(GgufTypes, LoadedWeightsEqualTheReferenceDequantization) {
   fast.precision = Precision::Fast;
   auto fast_model = TargetModel::load(typed, fast);
   EXPECT_LT(relative_error(prefill_logits(*fast_model, prompt), yd), 3e-2);
+
+  // Described instead of converted: the converted image's tensors (none of the matrices' bytes),
+  // the file's size on disk, and the bytes a decode step of the packed model reads.
+  GgufLoadOptions describe;
+  describe.convert = false;
+  const TargetCheckpoint described = load_gguf_target(typed, describe);
+  EXPECT_EQ(described.gguf_image, GgufImageSource::Described);
+  ASSERT_EQ(described.store.names(), loaded.store.names());
+  for (const std::string& name : loaded.store.names()) {
+    const TensorView& x = described.store.get(name);
+    const TensorView& y = loaded.store.get(name);
+    EXPECT_EQ(x.dtype, y.dtype) << name;
+    EXPECT_EQ(x.shape, y.shape) << name;
+    EXPECT_EQ(x.nbytes, y.nbytes) << name;
+    if (y.shape.size() <= 1) EXPECT_EQ(0, std::memcmp(x.data, y.data, y.nbytes)) << name;
+  }
+  EXPECT_EQ(described.config.quantization.overrides, loaded.config.quantization.overrides);
+  EXPECT_EQ(described.store.total_bytes(), loaded.store.total_bytes());
+
+  const CheckpointSummary s = summarize_checkpoint(described), ran = summarize_checkpoint(fast_model->checkpoint());
+  EXPECT_EQ(s.bytes_on_disk, fs::file_size(typed));
+  EXPECT_EQ(ran.bytes_on_disk, fs::file_size(typed));
+  EXPECT_EQ(s.gguf_image_bytes, loaded.store.total_bytes());
+  EXPECT_EQ(s.bytes_per_token, ran.bytes_per_token);
+  EXPECT_EQ(make_target_weights(described).decode_bytes_per_token(s, MatrixBytes::FastPrecision),
+            fast_model->weights().decode_bytes_per_token(ran, MatrixBytes::Packed));
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, GgufTypes,

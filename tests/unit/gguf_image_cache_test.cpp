@@ -1,7 +1,8 @@
 // The cache of converted GGUF images (model/gguf_image_cache.h): the first load writes the image
 // and its key, later loads map it and get the very tensors a conversion in memory gives; a changed
 // GGUF, a damaged key or image, and a cache directory that cannot be used all fall back to
-// converting, never fail the load.
+// converting, never fail the load. A load that only describes the file (`inspect`) maps a current
+// image and otherwise converts and writes nothing.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -154,6 +155,31 @@ TEST_F(GgufImageCache, AFileThatDoesNotValidateNamesTheGgufAndLeavesNoImage) {
   EXPECT_NE(e.find(file_), std::string::npos) << e;
   EXPECT_EQ(e.find(cache_.path().string()), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(entry().dir));
+}
+
+TEST_F(GgufImageCache, ADescriptionWritesNothingAndMapsACurrentImage) {
+  writer_->write(file_);
+  GgufLoadOptions describe = cached();
+  describe.convert = false;
+  const TargetCheckpoint described = load_gguf_target(file_, describe);
+  EXPECT_EQ(described.gguf_image, GgufImageSource::Described);
+  EXPECT_TRUE(fs::is_empty(cache_.path()));
+  const TargetCheckpoint converted = load_gguf_target(file_);
+  ASSERT_EQ(described.store.names(), converted.store.names());
+  for (const std::string& name : converted.store.names()) {
+    const TensorView& x = described.store.get(name);
+    const TensorView& y = converted.store.get(name);
+    EXPECT_EQ(x.dtype, y.dtype) << name;
+    EXPECT_EQ(x.shape, y.shape) << name;
+    EXPECT_EQ(x.nbytes, y.nbytes) << name;
+  }
+  EXPECT_EQ(described.store.total_bytes(), converted.store.total_bytes());
+  EXPECT_EQ(described.config.quantization.overrides, converted.config.quantization.overrides);
+
+  ASSERT_EQ(load_gguf_target(file_, cached()).gguf_image, GgufImageSource::CacheWritten);
+  const TargetCheckpoint hit = load_gguf_target(file_, describe);
+  EXPECT_EQ(hit.gguf_image, GgufImageSource::CacheHit);
+  EXPECT_EQ(hit.store.dir(), entry().dir);
 }
 
 TEST_F(GgufImageCache, SmallFilesAreNotCached) {

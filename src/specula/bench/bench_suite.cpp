@@ -217,8 +217,7 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
   }
   const CheckpointSummary summary = summarize_checkpoint(model->checkpoint());
   // What a decode step reads: the packed copies where the fast kernels have them.
-  fig.bytes_per_token = summary.bytes_per_token - model->weights().matrix_bytes_per_token(false) +
-                        model->weights().matrix_bytes_per_token(true);
+  fig.bytes_per_token = model->weights().decode_bytes_per_token(summary, MatrixBytes::Packed);
   const WeightMatrix& head = model->weights().lm_head;
   const auto head_bytes = static_cast<uint64_t>(head.packed != nullptr ? packed_bytes(head) : head.bytes());
   fig.prefill_bytes_per_token = fig.bytes_per_token > head_bytes ? fig.bytes_per_token - head_bytes : 0;

@@ -67,6 +67,8 @@ enum class GgufImageSource {
   Memory,        // converted into memory (no cache directory, or the cache could not be used)
   CacheHit,      // mapped from a matching cached image
   CacheWritten,  // converted into the cache, then mapped from it
+  Described,     // not converted: the tensors' names, formats and sizes without their data
+                 // (GgufLoadOptions::convert, for `inspect`)
 };
 
 struct TargetCheckpoint {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -130,6 +131,15 @@ StorageTally tally_storage(const TensorStore& store, const QuantizationConfig& q
 
 uint64_t vbytes(const TensorView* t) { return t ? t->nbytes : 0; }
 
+// The bytes of a checkpoint's files: a GGUF checkpoint's .gguf file (its `dir`), not the image
+// its store maps.
+uint64_t bytes_on_disk(const std::string& dir, GgufImageSource image, const TensorStore& store) {
+  if (image == GgufImageSource::None) return store.total_bytes();
+  std::error_code ec;
+  const uintmax_t n = std::filesystem::file_size(dir, ec);
+  return ec ? store.total_bytes() : static_cast<uint64_t>(n);
+}
+
 // One row of a [rows, ...] table, in stored bytes (weight + scales + biases).
 uint64_t row_bytes(const ModuleRef& m) {
   return m.shape.empty() || m.shape[0] == 0 ? 0 : m.nbytes() / static_cast<uint64_t>(m.shape[0]);
@@ -221,6 +231,29 @@ nlohmann::json storage_json(const std::vector<StorageGroup>& groups) {
   return a;
 }
 
+// The `gguf image` line's end: where loads get the image from.
+std::string gguf_image_where(const CheckpointSummary& s) {
+  switch (s.gguf_image) {
+    case GgufImageSource::CacheHit:
+    case GgufImageSource::CacheWritten: return "cached at " + s.gguf_image_file;
+    case GgufImageSource::Memory: return "converted into memory by each load";
+    case GgufImageSource::Described:
+      return "not converted here: loads convert the file into it (cached for files from 64 MiB, docs/gguf.md §4)";
+    case GgufImageSource::None: break;
+  }
+  return "";
+}
+
+std::string per_token_text(const CheckpointSummary& s) {
+  std::string o = fmt::format("per token     {} of weights streamed ({} bytes)",
+                              format_bytes(s.decode_bytes_per_token()), s.decode_bytes_per_token());
+  if (s.decode_bytes_per_token() != s.bytes_per_token) {
+    o += fmt::format(" in fast precision ({} kernels), {} ({} bytes) in exact precision", s.fast_kernels,
+                     format_bytes(s.bytes_per_token), s.bytes_per_token);
+  }
+  return o + "\n";
+}
+
 nlohmann::json rope_json(const RopeParams& r) {
   return {{"rope_type", r.type},
           {"rope_theta", r.theta},
@@ -257,7 +290,7 @@ DrafterSummary summarize_drafter(const DrafterCheckpoint& ck, const TargetConfig
   d.storage = tally.groups;
   d.parameters = tally.parameters;
   d.tensor_bytes = tally.tensor_bytes;
-  d.bytes_on_disk = ck.store.total_bytes();
+  d.bytes_on_disk = bytes_on_disk(ck.dir, ck.gguf_image, ck.store);
 
   uint64_t n = ck.pre_projection.nbytes() + ck.post_projection.nbytes() + vbytes(ck.final_norm);
   for (const DrafterLayerModules& L : ck.layers) {
@@ -340,7 +373,14 @@ CheckpointSummary summarize_checkpoint(const TargetCheckpoint& ck, const Drafter
   s.towers = tally.towers;
   s.tower_bytes = tally.tower_bytes;
   s.tensor_bytes = tally.tensor_bytes;
-  s.bytes_on_disk = ck.store.total_bytes();
+  s.bytes_on_disk = bytes_on_disk(ck.dir, ck.gguf_image, ck.store);
+  s.gguf_image = ck.gguf_image;
+  if (ck.gguf_image != GgufImageSource::None) {
+    s.gguf_image_bytes = ck.store.total_bytes();
+    if ((ck.gguf_image == GgufImageSource::CacheHit || ck.gguf_image == GgufImageSource::CacheWritten) &&
+        ck.embed_tokens.weight != nullptr && ck.embed_tokens.weight->file != nullptr)
+      s.gguf_image_file = *ck.embed_tokens.weight->file;
+  }
   s.bytes_per_token = target_bytes_per_token(ck);
   if (drafter) s.drafter = summarize_drafter(*drafter, &c);
   return s;
@@ -383,7 +423,9 @@ std::string format_summary(const CheckpointSummary& s) {
     o += fmt::format("; layers from {} share KV: {}", s.first_shared_layer, fmt::join(parts, "; "));
   }
   o += "\n";
-  o += "storage\n";
+  o += s.gguf_image == GgufImageSource::None
+           ? "storage\n"
+           : "storage       as loaded: the GGUF's tensors converted (docs/gguf.md §4; the file's ggml types below)\n";
   storage_table(o, s.storage);
   if (s.towers.empty()) {
     o += fmt::format("parameters    {} ({})\n", count_text(s.parameters), s.parameters);
@@ -395,10 +437,16 @@ std::string format_summary(const CheckpointSummary& s) {
                      tower_tensor_count(s.towers));
     storage_table(o, s.towers);
   }
-  o += fmt::format("size          {} on disk ({} bytes; tensors {} bytes)\n", format_bytes(s.bytes_on_disk),
-                   s.bytes_on_disk, s.tensor_bytes);
-  o += fmt::format("per token     {} of weights streamed ({} bytes)\n", format_bytes(s.bytes_per_token),
-                   s.bytes_per_token);
+  if (s.gguf_image == GgufImageSource::None) {
+    o += fmt::format("size          {} on disk ({} bytes; tensors {} bytes)\n", format_bytes(s.bytes_on_disk),
+                     s.bytes_on_disk, s.tensor_bytes);
+  } else {
+    o += fmt::format("size          {} on disk ({} bytes, the .gguf file)\n", format_bytes(s.bytes_on_disk),
+                     s.bytes_on_disk);
+    o += fmt::format("gguf image    {} as converted for loading ({} bytes; tensors {} bytes), {}\n",
+                     format_bytes(s.gguf_image_bytes), s.gguf_image_bytes, s.tensor_bytes, gguf_image_where(s));
+  }
+  o += per_token_text(s);
   o += fmt::format(
       "KV cache f32  {} per token (full layers) + {} per token up to {} positions (sliding layers, "
       "fixed {} once full)\n",
@@ -477,7 +525,15 @@ nlohmann::json summary_json(const CheckpointSummary& s) {
       {"tower_bytes", s.tower_bytes},
       {"tensor_bytes", s.tensor_bytes},
       {"bytes_on_disk", s.bytes_on_disk},
-      {"bytes_per_token", s.bytes_per_token},
+      {"gguf_image", s.gguf_image == GgufImageSource::None
+                         ? nlohmann::json(nullptr)
+                         : nlohmann::json{{"bytes", s.gguf_image_bytes},
+                                          {"cached", !s.gguf_image_file.empty()},
+                                          {"file", s.gguf_image_file.empty() ? nlohmann::json(nullptr)
+                                                                             : nlohmann::json(s.gguf_image_file)}}},
+      {"bytes_per_token", s.decode_bytes_per_token()},
+      {"bytes_per_token_exact", s.bytes_per_token},
+      {"fast_kernels", s.fast_bytes_per_token > 0 ? nlohmann::json(s.fast_kernels) : nlohmann::json(nullptr)},
       {"kv_cache_f32",
        {{"bytes_per_token_full", s.kv_bytes_per_token_full},
         {"bytes_per_token_sliding", s.kv_bytes_per_token_sliding},

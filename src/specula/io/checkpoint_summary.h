@@ -3,7 +3,9 @@
 // flags, per-layer-type geometry, the KV-sharing map, how each kind of module is stored, parameter
 // count, bytes on disk, weight bytes streamed per decoded token, and the KV-cache footprint; plus
 // the drafter's summary and its compatibility with the target. Rendered as text or JSON
-// (`specula inspect`).
+// (`specula inspect`). A GGUF checkpoint is summarized through the safetensors image it loads as
+// (docs/gguf.md §4): its storage groups, tensor bytes and bytes_per_token are the image's, its
+// bytes on disk the .gguf file's.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -53,7 +55,7 @@ struct DrafterSummary {
   std::vector<StorageGroup> storage;
   uint64_t parameters = 0;
   uint64_t tensor_bytes = 0;
-  uint64_t bytes_on_disk = 0;
+  uint64_t bytes_on_disk = 0;  // the safetensors files, or the .gguf file
   // Weight bytes read by one draft step: trunk + projections + the head (centroid head: the
   // centroid table and top_k clusters' rows of the embedding; dense head: the whole table).
   uint64_t bytes_per_step = 0;
@@ -95,11 +97,22 @@ struct CheckpointSummary {
   std::vector<StorageGroup> towers;
   uint64_t tower_bytes = 0;    // their data sizes
   uint64_t tensor_bytes = 0;   // sum of the tensors' data sizes (towers included)
-  uint64_t bytes_on_disk = 0;  // the safetensors files, headers included
-  // Weight bytes read to decode one token: every linear the forward uses (the tied embedding
-  // once, as LM head), one gathered row of the per-layer-input table, top_k of num_experts experts
-  // per MoE layer, and the 1-d vectors.
+  uint64_t bytes_on_disk = 0;  // the safetensors files, headers included; or the .gguf file
+  // GGUF checkpoints: how the image was had (described: not converted, only its size is known),
+  // its size, and its file when it is the image cache's (model/gguf_image_cache.h).
+  GgufImageSource gguf_image = GgufImageSource::None;
+  uint64_t gguf_image_bytes = 0;
+  std::string gguf_image_file;
+  // Weight bytes read to decode one token, every tensor as stored (what exact precision reads):
+  // every linear the forward uses (the tied embedding once, as LM head), one gathered row of the
+  // per-layer-input table, top_k of num_experts experts per MoE layer, and the 1-d vectors.
   uint64_t bytes_per_token = 0;
+  // The same in fast precision (the default), whose kernels read quantized matrices in their
+  // packed layout (kernels/packed_affine.h; smaller than the image for GGUF K-quants). The
+  // kernels' layer computes it (TargetWeights::decode_bytes_per_token), so the caller sets it,
+  // with the kernel set it holds for ("avx512", "avx2", "scalar"); 0 when not set.
+  uint64_t fast_bytes_per_token = 0;
+  std::string fast_kernels;
   // f32 KV cache (K and V) of the cache-owning layers: full-attention layers grow per token;
   // sliding layers grow per token until `sliding_window` positions, then stay at the fixed total.
   uint64_t kv_bytes_per_token_full = 0;
@@ -108,6 +121,8 @@ struct CheckpointSummary {
   std::optional<DrafterSummary> drafter;
 
   uint64_t kv_bytes_at(int64_t context) const;  // total KV bytes for `context` cached positions
+  // What a decode step reads in the default precision: fast_bytes_per_token when set.
+  uint64_t decode_bytes_per_token() const { return fast_bytes_per_token > 0 ? fast_bytes_per_token : bytes_per_token; }
 };
 
 CheckpointSummary summarize_checkpoint(const TargetCheckpoint& target, const DrafterCheckpoint* drafter = nullptr);

@@ -47,6 +47,7 @@ const char* gguf_image_source_name(GgufImageSource source) {
     case GgufImageSource::Memory: return "in memory";
     case GgufImageSource::CacheHit: return "cache hit";
     case GgufImageSource::CacheWritten: return "cache written";
+    case GgufImageSource::Described: return "described";
   }
   return "none";
 }

@@ -24,7 +24,8 @@ namespace specula {
 // Bump whenever the conversion (model/gguf_target.cpp, kernels/ggml_affine.h) changes its output.
 inline constexpr int kGgufImageVersion = 4;
 
-const char* gguf_image_source_name(GgufImageSource source);  // "none", "in memory", "cache hit", "cache written"
+// "none", "in memory", "cache hit", "cache written", "described"
+const char* gguf_image_source_name(GgufImageSource source);
 
 struct GgufImageEntry {
   std::string dir;       // the entry's directory

@@ -1,7 +1,7 @@
 // GGUF file -> TargetCheckpoint or DrafterCheckpoint (docs/gguf.md): metadata through io/gguf_config, tensor names
 // through io/gguf_names, tensor data converted here into a safetensors image (in memory, or in the
-// image cache of model/gguf_image_cache.h), then the same validation as a safetensors directory
-// (io/checkpoint.cpp).
+// image cache of model/gguf_image_cache.h) or only described (GgufLoadOptions::convert), then the
+// same validation as a safetensors directory (io/checkpoint.cpp).
 #include "specula/model/gguf_target.h"
 
 #include <fcntl.h>
@@ -39,7 +39,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// One tensor of the converted store: bytes from the GGUF mapping (`in_place`) or converted here.
+// One tensor of the converted store: bytes from the GGUF mapping (`in_place`), converted here, or
+// none (a planned or described tensor).
 struct PendingTensor {
   std::string name;
   DType dtype = DType::F32;
@@ -47,7 +48,40 @@ struct PendingTensor {
   std::span<const std::byte> in_place;
   std::vector<std::byte> owned;
   std::span<const std::byte> bytes() const { return owned.empty() ? in_place : std::span<const std::byte>(owned); }
+  // The bytes its dtype and shape take in the image, whether or not they are here.
+  uint64_t size() const {
+    uint64_t n = dtype_size(dtype);
+    for (const int64_t d : shape) n *= static_cast<uint64_t>(d);
+    return n;
+  }
 };
+
+// What a TensorConverter makes of each tensor.
+enum class ConvertMode {
+  Convert,  // the tensors of the image, with their bytes
+  // Names and shapes only, scales and biases as f32: what the image's header may need room for.
+  Plan,
+  // Names, shapes and the formats a conversion gives well-formed blocks, without reading the
+  // blocks: the 1-d tensors (norms, scalars) with their bytes, which the model's weights read at
+  // load, the others without (GgufLoadOptions::convert).
+  Describe,
+};
+
+// The dtype a conversion gives a quantized type's scales and biases, decided without reading its
+// blocks. Conversion stores them as f16 when every value is exact in f16: for Q4_0, Q4_1, Q5_0,
+// Q5_1 and Q8_0 they are the blocks' f16 d and m, or d times -8, -16 or -128, exact unless a
+// block is NaN or overflows f16; for the K-quants they are products of d with 4- to 8-bit
+// sub-block scales, which f16 holds for a whole tensor of real weights only by chance.
+DType described_param_dtype(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q8_0: return DType::F16;
+    default: return DType::F32;
+  }
+}
 
 std::vector<int64_t> logical_shape(const GgufTensor& t) { return {t.dims.rbegin(), t.dims.rend()}; }
 
@@ -66,12 +100,11 @@ bool exact_in_f16(std::span<const float> v) {
 
 // GGUF tensors -> tensors under their safetensors names, in the formats io/checkpoint.cpp
 // validates (dense float, or the MLX affine triple); records quantized modules in the config's
-// `quantization` block. A planning converter only names the tensors and their shapes (no bytes,
-// scales and biases as f32): what the image's header may need room for.
+// `quantization` block (except when planning).
 class TensorConverter {
  public:
-  TensorConverter(const GgufFile& f, nlohmann::json& config, bool plan_only = false)
-      : f_(f), config_(config), plan_only_(plan_only) {
+  TensorConverter(const GgufFile& f, nlohmann::json& config, ConvertMode mode = ConvertMode::Convert)
+      : f_(f), config_(config), mode_(mode) {
     fused_experts_ = std::any_of(f.tensors().begin(), f.tensors().end(),
                                  [](const GgufTensor& t) { return t.name.ends_with("ffn_gate_up_exps.weight"); });
   }
@@ -102,13 +135,19 @@ class TensorConverter {
     out_.push_back({std::move(name), dtype, std::move(shape), in_place, std::move(owned)});
   }
 
+  // Whether t's bytes are left out: always when planning; when describing, all but the 1-d tensors'.
+  bool without_bytes(const GgufTensor& t) const {
+    return mode_ == ConvertMode::Plan || (mode_ == ConvertMode::Describe && t.dims.size() > 1);
+  }
+
   void in_place(const GgufTensor& t, const std::string& hf, DType dtype) {
+    if (without_bytes(t)) return push(hf, dtype, logical_shape(t), {});
     push(hf, dtype, logical_shape(t), {}, std::span<const std::byte>(t.data, t.nbytes));
   }
 
   void dequantized(const GgufTensor& t, const std::string& hf) {
     const int64_t rows = t.rows(), n = t.ne0();
-    if (plan_only_) return push(hf, DType::F32, logical_shape(t), {});
+    if (without_bytes(t)) return push(hf, DType::F32, logical_shape(t), {});
     std::vector<std::byte> out(static_cast<size_t>(rows * n) * sizeof(float));
     auto* values = reinterpret_cast<float*>(out.data());
     for (int64_t r = 0; r < rows; ++r) dequantize_gguf_row(t, r, values + r * n);
@@ -124,10 +163,15 @@ class TensorConverter {
     std::vector<int64_t> shape = logical_shape(t), group_shape = shape;
     shape.back() = words;
     group_shape.back() = groups;
-    if (plan_only_) {
+    if (mode_ != ConvertMode::Convert) {
+      const DType params = mode_ == ConvertMode::Plan ? DType::F32 : described_param_dtype(t.type);
       push(hf, DType::U32, shape, {});
-      push(module + ".scales", DType::F32, group_shape, {});
-      push(module + ".biases", DType::F32, group_shape, {});
+      push(module + ".scales", params, group_shape, {});
+      push(module + ".biases", params, group_shape, {});
+      // Conversion also checks every block for the shared factors (ggml_scales_share_factors),
+      // which the blocks a quantizer writes from finite weights keep: only a damaged file's
+      // conversion differs.
+      if (mode_ == ConvertMode::Describe) record_quantization(t, module, shares_factors(t));
       return;
     }
     // Converted straight into the byte buffers the image is written from: no second copy of a
@@ -141,7 +185,7 @@ class TensorConverter {
     std::vector<uint8_t> codes(static_cast<size_t>(n));
     // The fast kernels keep K-quant scales as shared factors (kernels/packed_affine.h) when every
     // row's blocks allow it.
-    bool shared = shared_factor_format(bits, group) && ggml_block_size(t.type) == 256;
+    bool shared = shares_factors(t);
     for (int64_t r = 0; r < rows; ++r) {
       const std::byte* src = t.data + static_cast<size_t>(r) * t.row_bytes();
       ggml_row_to_affine(t.type, src, n, codes.data(), scales.data() + r * groups, biases.data() + r * groups);
@@ -156,6 +200,16 @@ class TensorConverter {
       push(module + ".scales", DType::F32, group_shape, std::move(scale_bytes));
       push(module + ".biases", DType::F32, group_shape, std::move(bias_bytes));
     }
+    record_quantization(t, module, shared);
+  }
+
+  // Whether t's format can keep its scales as shared factors, before its blocks are read.
+  static bool shares_factors(const GgufTensor& t) {
+    return shared_factor_format(ggml_affine_bits(t.type), ggml_affine_group(t.type)) && ggml_block_size(t.type) == 256;
+  }
+
+  void record_quantization(const GgufTensor& t, const std::string& module, bool shared) {
+    const int bits = ggml_affine_bits(t.type), group = ggml_affine_group(t.type);
     nlohmann::json& q = config_["quantization"];
     if (q.is_null()) q = {{"bits", bits}, {"group_size", group}, {"mode", "affine"}};
     q[module] = {{"bits", bits}, {"group_size", group}};
@@ -173,7 +227,7 @@ class TensorConverter {
 
   const GgufFile& f_;
   nlohmann::json& config_;
-  bool plan_only_ = false;
+  ConvertMode mode_ = ConvertMode::Convert;
   bool fused_experts_ = false;
   std::vector<PendingTensor> out_;
 };
@@ -202,7 +256,8 @@ OwnedFd memory_file() {
 
 // Writes the converted tensors as a safetensors file into `fd`, one GGUF tensor at a time (each
 // buffer freed once written, so the conversion never holds more than one tensor). The header
-// goes last into room reserved up front: the planned header with the widest offsets.
+// goes last into room reserved up front: the planned header with the widest offsets. Tensors
+// without bytes (described ones) keep their place in the file as a hole that reads as zeros.
 class ImageWriter {
  public:
   ImageWriter(int fd, const std::vector<PendingTensor>& plan) : fd_(fd) {
@@ -217,7 +272,9 @@ class ImageWriter {
   void write(std::vector<PendingTensor> tensors) {
     for (PendingTensor& t : tensors) {
       data_ = round_up(data_, kAlign);
-      const uint64_t n = t.bytes().size();
+      const uint64_t n = t.size();
+      if (!t.bytes().empty() && t.bytes().size() != n)
+        fail("converted tensor {} has {} bytes, its shape {} bytes", t.name, t.bytes().size(), n);
       header_[t.name] = {
           {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}, {"data_offsets", {data_, data_ + n}}};
       write_at(8 + header_room_ + data_, t.bytes());
@@ -236,6 +293,9 @@ class ImageWriter {
     write_at(0, len);
     write_at(8, std::as_bytes(std::span<const char>(text)));
     if (data_ == 0) write_at(8 + header_room_, std::array<std::byte, 1>{});
+    // Holes at the end: the file still reaches the last tensor's end.
+    if (data_ > 0 && ::ftruncate(fd_, static_cast<off_t>(8 + header_room_ + data_)) != 0)
+      fail("cannot size the converted tensors' file: {}", std::strerror(errno));
   }
 
  private:
@@ -257,14 +317,14 @@ class ImageWriter {
   nlohmann::json header_ = nlohmann::json::object();
 };
 
-// Converts every tensor of the GGUF into `fd` (conversion errors are thrown before anything is
-// written); `config` receives the quantization block.
-void write_image(const GgufFile& gguf, nlohmann::json& config, int fd) {
+// Converts (or describes) every tensor of the GGUF into `fd` (conversion errors are thrown before
+// anything is written); `config` receives the quantization block.
+void write_image(const GgufFile& gguf, nlohmann::json& config, int fd, ConvertMode mode = ConvertMode::Convert) {
   nlohmann::json plan_config = config;
-  TensorConverter planner(gguf, plan_config, /*plan_only=*/true);
+  TensorConverter planner(gguf, plan_config, ConvertMode::Plan);
   for (const GgufTensor& t : gguf.tensors()) planner.add(t);
   ImageWriter writer(fd, planner.take());
-  TensorConverter converter(gguf, config);
+  TensorConverter converter(gguf, config, mode);
   for (const GgufTensor& t : gguf.tensors()) {
     converter.add(t);
     writer.write(converter.take());
@@ -331,6 +391,14 @@ TensorStore image_in_memory(const GgufFile& gguf, nlohmann::json& config) {
   return TensorStore::open_files({fmt::format("/proc/self/fd/{}", file.get())});
 }
 
+// The GGUF's image described in memory: its header and 1-d tensors, the rest a hole (a few MB
+// of memory, nothing read from the GGUF's matrices).
+TensorStore image_described(const GgufFile& gguf, nlohmann::json& config) {
+  const OwnedFd file = memory_file();
+  write_image(gguf, config, file.get(), ConvertMode::Describe);
+  return TensorStore::open_files({fmt::format("/proc/self/fd/{}", file.get())});
+}
+
 // The GGUF's image written into its cache entry (model/gguf_image_cache.h).
 TensorStore image_in_cache(const GgufFile& gguf, nlohmann::json& config, const GgufImageEntry& entry) {
   const std::string temp = gguf_image_temp_path(entry);
@@ -348,7 +416,8 @@ TensorStore image_in_cache(const GgufFile& gguf, nlohmann::json& config, const G
 }
 
 // The GGUF's tensors converted into a safetensors store (cached under options.image_cache_dir
-// when set), handed with `config` to the safetensors loader `load`; its errors are put back into
+// when set; described instead of converted when options.convert is false and no current image is
+// cached), handed with `config` to the safetensors loader `load`; its errors are put back into
 // the GGUF's terms. A cache that cannot be read or written costs one warning and a conversion in
 // memory, never the load.
 template <typename Checkpoint, typename Load>
@@ -377,9 +446,10 @@ Checkpoint load_converted(const GgufFile& gguf, const nlohmann::json& gguf_confi
         return load_store(TensorStore::open_files({entry->image}), config, GgufImageSource::CacheHit);
       }
     } catch (const Error& e) {
-      warn(fmt::format("cached GGUF image not used ({}); converting the file again", e.what()));
+      warn(fmt::format("cached GGUF image not used ({}){}", e.what(),
+                       options.convert ? "; converting the file again" : ""));
     }
-    if (entry) {
+    if (entry && options.convert) {
       nlohmann::json config = gguf_config;
       std::optional<TensorStore> store;
       try {
@@ -399,6 +469,10 @@ Checkpoint load_converted(const GgufFile& gguf, const nlohmann::json& gguf_confi
     }
   }
   nlohmann::json config = gguf_config;
+  if (!options.convert) {
+    TensorStore store = image_described(gguf, config);
+    return load_store(std::move(store), config, GgufImageSource::Described);
+  }
   TensorStore store = image_in_memory(gguf, config);
   return load_store(std::move(store), config, GgufImageSource::Memory);
 }

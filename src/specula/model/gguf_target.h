@@ -25,6 +25,12 @@ struct GgufLoadOptions {
   std::string image_cache_dir;
   // Smaller GGUF files are converted in memory (in milliseconds) and leave nothing behind.
   uint64_t min_cached_file_bytes = 64ull << 20;
+  // false: where no current image is cached, describe the file instead of converting it (in
+  // milliseconds, nothing read but the metadata, the tensor list and the 1-d tensors, nothing
+  // written): the checkpoint validates as a converted one and has the same tensor names, shapes
+  // and formats (those of well-formed blocks: docs/gguf.md §4), but its other tensors read as
+  // zeros. For summaries (`inspect`), never for running the model.
+  bool convert = true;
 };
 
 // Loads and validates a GGUF target. Errors name the file and the GGUF key or tensor.

@@ -85,8 +85,7 @@ void TargetModel::fuse_projections() {
 void TargetModel::pack_for_fast_kernels() {
   std::vector<WeightMatrix*> fast;
   for (WeightMatrix* w : weights_.matmul_matrices()) {
-    use_shared_factors_where_they_pay(*w);
-    if (packable(*w) && fast_matmul_supported(*w)) fast.push_back(w);
+    if (prepare_for_fast_kernels(*w)) fast.push_back(w);
   }
   const TensorStore& store = checkpoint_->store;
   PackedCacheOptions cache;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "specula/io/checkpoint.h"
+#include "specula/io/checkpoint_summary.h"
 #include "specula/kernels/rope.h"
 #include "specula/kernels/weight_matrix.h"
 
@@ -43,6 +44,11 @@ struct TargetLayerWeights {
   float layer_scalar = 1.0f;
 };
 
+// How a matrix's bytes are counted: as the checkpoint stores it; as the kernels read it now (its
+// packed copy where it has one); or as fast precision will read it once TargetModel has packed
+// the matrices, before they are (the figure of a checkpoint loaded only to be summarized).
+enum class MatrixBytes { Stored, Packed, FastPrecision };
+
 struct TargetWeights {
   int64_t hidden_size = 0;
   int64_t vocab_size = 0;
@@ -63,10 +69,21 @@ struct TargetWeights {
   // Bytes of the matrices a decode step reads (routed experts aside): as the checkpoint stores
   // them, or as the fast kernels read them (a packed copy where there is one: the same size for
   // MLX layouts, smaller for GGUF K-quants with shared factors).
-  uint64_t matrix_bytes_per_token(bool as_packed) const;
+  uint64_t matrix_bytes_per_token(MatrixBytes how) const;
+  uint64_t matrix_bytes_per_token(bool as_packed) const {
+    return matrix_bytes_per_token(as_packed ? MatrixBytes::Packed : MatrixBytes::Stored);
+  }
+  // Weight bytes one decode step reads: `summary`'s bytes_per_token (every tensor as stored, the
+  // top_k_experts routed experts of each MoE layer included) with the matrices, those experts'
+  // too, counted as `how` says. What `bench` reports and `inspect` prints.
+  uint64_t decode_bytes_per_token(const CheckpointSummary& summary, MatrixBytes how) const;
   // Every matrix the forward pass multiplies by (not the embedding tables it only gathers from).
   std::vector<WeightMatrix*> matmul_matrices();
 };
+
+// Readies w for fast precision as TargetModel does before packing (shared factors cleared where
+// the kernels do not gain from them) and says whether the fast kernels read it packed.
+bool prepare_for_fast_kernels(WeightMatrix& w);
 
 // Builds the views; throws naming the tensor when a vector has an unusable dtype or length.
 TargetWeights make_target_weights(const TargetCheckpoint& checkpoint);
