@@ -29,6 +29,7 @@
 #include "specula/model/packed_cache.h"
 #include "specula/util/cpu_info.h"
 #include "specula/util/error.h"
+#include "specula/util/machine_load.h"
 
 namespace specula::cli {
 
@@ -147,6 +148,7 @@ void run_bench(const BenchArgs& a) {
   if (!a.presets.empty() && !a.model.empty())
     throw CLI::ValidationError("--preset", "selects synthetic checkpoints and cannot be combined with --model");
   const auto start = std::chrono::steady_clock::now();
+  const MachineLoadMonitor load_monitor;
 
   bench::SuiteOptions o = a.quick ? bench::SuiteOptions::quick() : bench::SuiteOptions{};
   o.threads.clear();
@@ -179,6 +181,7 @@ void run_bench(const BenchArgs& a) {
   for (const bench::ModelToBench& m : models) report.models.push_back(bench::bench_model(m, o, log_line));
   // Last, so that its buffer does not count in the models' peak RSS.
   report.bandwidth_gbs = bench::measure_bandwidths(o, log_line);
+  report.machine_load = load_monitor.load();
   report.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   const std::string out = a.json ? bench::report_json(report).dump(2) + "\n" : bench::report_markdown(report);

@@ -64,6 +64,17 @@ void expect_thread_figures(const nlohmann::json& t, const std::string& where) {
   }
 }
 
+// The machine's other load over the run (util/machine_load.h): fractions of the CPU time.
+void expect_machine_load(const nlohmann::json& report) {
+  const nlohmann::json& load = report.at("machine_load");
+  ASSERT_TRUE(load.is_object()) << load;  // every CI machine is Linux, with /proc
+  for (const char* key : {"other_processes_fraction", "steal_fraction"}) {
+    const double v = load.at(key).get<double>();
+    EXPECT_TRUE(v >= 0.0 && v <= 1.0) << key << " " << v;
+  }
+  EXPECT_TRUE(load.at("busy").is_boolean());
+}
+
 TEST(BenchCli, QuickJsonHasEveryFigure) {
   const Result r = run_cli("bench " + kModelArgs + " --quick --json --threads 1,2");
   ASSERT_EQ(r.code, 0) << r.out;
@@ -94,6 +105,7 @@ TEST(BenchCli, QuickJsonHasEveryFigure) {
   const nlohmann::json& bw = j.at("read_bandwidth_gb_per_s_by_threads");
   EXPECT_TRUE(positive_finite(bw.value("1", nlohmann::json())));
   EXPECT_TRUE(positive_finite(bw.value("2", nlohmann::json())));
+  expect_machine_load(j);
 }
 
 TEST(BenchCli, MarkdownWithoutJson) {
@@ -106,7 +118,7 @@ TEST(BenchCli, MarkdownWithoutJson) {
         "| 1 | floor ms |", "| 1 | floor ratio | 1.00 |", "| 1 | in-cache GB/s |",
         "speculative decoding at controlled acceptance", "| threads | p | plain tok/s | gamma 1 |", "| 1 | 0.7 |",
         "| auto | auto / best fixed |", "of the matmul kernels' roof for it", "Read bandwidth measured by this run",
-        "6 tokens each"})
+        "6 tokens each", "Machine load during this run: other processes "})
     EXPECT_NE(r.out.find(text), std::string::npos) << "missing: " << text << "\n" << r.out;
 }
 
@@ -140,6 +152,7 @@ TEST(BenchCli, LongContextsReportEveryContextAtHalfTheKvBytesInBf16) {
     EXPECT_EQ(fa.at("kv_bytes").get<uint64_t>(), 2 * fb.at("kv_bytes").get<uint64_t>());
   }
   EXPECT_GT(a.at("contexts")[1].at("kv_bytes").get<uint64_t>(), a.at("contexts")[0].at("kv_bytes").get<uint64_t>());
+  expect_machine_load(a);
   const Result too_long = run_cli("bench --model " + kE4bLikeQ4Case + "/model --quick --contexts 500000", true);
   EXPECT_EQ(too_long.code, 1);
   EXPECT_NE(too_long.out.find("context 500000"), std::string::npos) << too_long.out;
@@ -153,6 +166,7 @@ TEST(BenchCli, ConcurrencyPairsPlainAndSpeculativeRuns) {
   ASSERT_NE(open, std::string::npos) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out.substr(open));
   EXPECT_EQ(j.at("runs").get<int>(), 3);
+  expect_machine_load(j);
   const nlohmann::json& figures = j.at("concurrency");
   ASSERT_EQ(figures.size(), 4u) << "plain and speculative at 1 and 2 streams";
   for (const nlohmann::json& f : figures) {

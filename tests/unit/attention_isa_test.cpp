@@ -119,6 +119,7 @@ const Shape kShapes[] = {
     {8, 2, 256, 64, 0, 0},   // E4B sliding-layer geometry, linear store
     {8, 2, 512, 32, 0, 0},   // full-attention head dim
     {4, 4, 40, 16, 48, 24},  // no GQA, dim with a 8-lane tail, ring store with a window
+    {4, 2, 80, 16, 0, 0},    // two 32-element chunks and a 16-element last chunk (bf16 stored in order)
     {20, 1, 24, 8, 0, 0},    // one KV head for 20 query heads (> 16 per slice, > 4 per V block)
     {6, 3, 7, 5, 40, 20},    // dim below one vector
 };

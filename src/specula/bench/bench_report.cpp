@@ -155,6 +155,7 @@ nlohmann::json report_json(const SuiteReport& r) {
   j["kv_type"] = kv_type_name(o.kv_type);
   j["hardware_threads"] = r.hardware_threads;
   j["elapsed_s"] = r.elapsed_s;
+  j["machine_load"] = machine_load_json(r.machine_load);
   j["read_bandwidth_gb_per_s_by_threads"] = bw;
   j["counts"] = {{"runs", o.runs},
                  {"prompt_tokens", o.prompt_tokens},
@@ -171,6 +172,15 @@ nlohmann::json report_json(const SuiteReport& r) {
   return j;
 }
 
+nlohmann::json machine_load_json(const std::optional<MachineLoad>& load) {
+  if (!load) return nullptr;
+  return {{"other_processes_fraction", load->other_processes}, {"steal_fraction", load->steal}, {"busy", load->busy()}};
+}
+
+std::string machine_load_line(const std::optional<MachineLoad>& load) {
+  return load ? "Machine load during this run: " + machine_load_text(*load) + "\n" : std::string();
+}
+
 std::string report_markdown(const SuiteReport& r) {
   const SuiteOptions& o = r.options;
   std::string md = fmt::format(
@@ -185,8 +195,9 @@ std::string report_markdown(const SuiteReport& r) {
       o.auto_max_gamma);
   md += "Read bandwidth measured by this run:";
   for (const auto& [t, v] : r.bandwidth_gbs) md += fmt::format(" {} thread(s) {:.1f} GB/s;", t, v);
+  md += "\n" + machine_load_line(r.machine_load);
   md +=
-      "\n\n| model | threads | load ms | TTFT ms | prefill tok/s | decode tok/s | decode CPU ms/token | MB/token | "
+      "\n| model | threads | load ms | TTFT ms | prefill tok/s | decode tok/s | decode CPU ms/token | MB/token | "
       "GB/s streamed | "
       "roofline | peak RSS MB | peak RSS - (weights on disk + KV) MB "
       "|\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";

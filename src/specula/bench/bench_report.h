@@ -9,12 +9,14 @@
 // expected_speedup (same shape), load_ms, peak_rss_bytes; `models` holds every model's figures per
 // thread count.
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "specula/bench/bench_suite.h"
+#include "specula/util/machine_load.h"
 
 namespace specula::bench {
 
@@ -25,8 +27,14 @@ struct SuiteReport {
   int hardware_threads = 0;
   std::map<int, double> bandwidth_gbs;  // threads -> measured read bandwidth
   std::vector<ModelFigures> models;
+  std::optional<MachineLoad> machine_load;  // over the whole run; nullopt without /proc
   double elapsed_s = 0.0;
 };
+
+// {"other_processes_fraction", "steal_fraction", "busy"}, or null when it was not measured.
+nlohmann::json machine_load_json(const std::optional<MachineLoad>& load);
+// "Machine load during this run: ...\n" (util/machine_load.h), or "" when it was not measured.
+std::string machine_load_line(const std::optional<MachineLoad>& load);
 
 // bytes_per_token x decode tok/s / read bandwidth at the same thread count (0 if unknown).
 double roofline_fraction(const ModelFigures& model, const ThreadFigures& t, const std::map<int, double>& bandwidth);

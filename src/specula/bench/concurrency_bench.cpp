@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "specula/bench/bench_report.h"
 #include "specula/engine/scheduler.h"
 #include "specula/kernels/isa.h"
 #include "specula/model/drafter.h"
@@ -185,6 +186,7 @@ ConcurrencyReport bench_concurrency(const std::string& model_dir, const std::str
                                     const ConcurrencyOptions& o, const std::function<void(const std::string&)>& log) {
   o.validate();
   const auto t_start = Clock::now();
+  const MachineLoadMonitor load_monitor;
   ConcurrencyReport report;
   report.options = o;
   report.model_dir = model_dir;
@@ -348,6 +350,7 @@ ConcurrencyReport bench_concurrency(const std::string& model_dir, const std::str
   model.reset();
   drafter.reset();
   report.bandwidth_gbs = measure_read_bandwidth_gbs(pool, 1ull << 30);
+  report.machine_load = load_monitor.load();
   report.elapsed_s = ms_between(t_start, Clock::now()) / 1000.0;
   return report;
 }
@@ -386,6 +389,7 @@ nlohmann::json concurrency_json(const ConcurrencyReport& r) {
           {"gamma", r.options.gamma},
           {"runs", r.options.runs},
           {"concurrency", figures},
+          {"machine_load", machine_load_json(r.machine_load)},
           {"elapsed_s", r.elapsed_s}};
 }
 
@@ -424,6 +428,7 @@ std::string concurrency_markdown(const ConcurrencyReport& r) {
         f.speculative ? "-" : fmt::format("{:.0f}", f.staggered_ttft_p50_ms),
         ratio(!f.speculative, f.staggered_ttft_vs_one),
         f.speculative ? "-" : fmt::format("{:.0f}", f.staggered_ttft_p99_ms));
+  out += "\n" + machine_load_line(r.machine_load);
   out += fmt::format("\n{:.0f} s\n", r.elapsed_s);
   return out;
 }

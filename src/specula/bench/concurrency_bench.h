@@ -14,6 +14,7 @@
 // spread over one request's length): the time to first token a server's users see.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "specula/kernels/kv_type.h"
 #include "specula/kernels/matmul.h"
 #include "specula/model/drafter.h"
+#include "specula/util/machine_load.h"
 
 namespace specula::bench {
 
@@ -77,6 +79,7 @@ struct ConcurrencyReport {
   std::string cpu_model, kernels;
   double bandwidth_gbs = 0.0;
   std::vector<ConcurrencyFigure> figures;
+  std::optional<MachineLoad> machine_load;
   double elapsed_s = 0.0;
 };
 

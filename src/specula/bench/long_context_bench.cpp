@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "specula/bench/bench_report.h"
 #include "specula/bench/synthetic_kv.h"
 #include "specula/kernels/isa.h"
 #include "specula/model/target_benchmark.h"
@@ -41,6 +42,7 @@ LongContextReport bench_long_context(const std::string& model_dir, const LongCon
                                      const std::function<void(const std::string&)>& log) {
   o.validate();
   const auto t_start = Clock::now();
+  const MachineLoadMonitor load_monitor;
   LongContextReport report;
   report.options = o;
   std::sort(report.options.contexts.begin(), report.options.contexts.end());
@@ -84,6 +86,7 @@ LongContextReport bench_long_context(const std::string& model_dir, const LongCon
   }
   const double shortest = report.figures.front().decode_tok_per_s;
   for (ContextFigure& f : report.figures) f.decode_vs_shortest = shortest > 0 ? f.decode_tok_per_s / shortest : 0.0;
+  report.machine_load = load_monitor.load();
   report.elapsed_s = std::chrono::duration<double>(Clock::now() - t_start).count();
   return report;
 }
@@ -108,6 +111,7 @@ nlohmann::json long_context_json(const LongContextReport& r) {
           {"repeats", r.options.repeats},
           {"verify_width", r.options.verify_width},
           {"contexts", figures},
+          {"machine_load", machine_load_json(r.machine_load)},
           {"elapsed_s", r.elapsed_s}};
 }
 
@@ -125,6 +129,7 @@ std::string long_context_markdown(const LongContextReport& r) {
     out += fmt::format("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.1f} |\n", f.context, f.decode_tok_per_s,
                        f.decode_vs_shortest, f.decode_ms, f.verify_ms, f.verify_ratio,
                        static_cast<double>(f.kv_bytes) / (1024.0 * 1024.0));
+  out += "\n" + machine_load_line(r.machine_load);
   out += fmt::format("\n{:.0f} s\n", r.elapsed_s);
   return out;
 }

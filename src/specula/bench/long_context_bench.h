@@ -8,6 +8,7 @@
 // (`--prompt-tokens 8192`).
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 
 #include "specula/kernels/kv_type.h"
 #include "specula/kernels/matmul.h"
+#include "specula/util/machine_load.h"
 
 namespace specula::bench {
 
@@ -49,6 +51,7 @@ struct LongContextReport {
   std::string model_dir;
   std::string cpu_model, kernels;
   std::vector<ContextFigure> figures;  // ascending context
+  std::optional<MachineLoad> machine_load;
   double elapsed_s = 0.0;
 };
 
