@@ -3,6 +3,7 @@
 // (dense or affine-quantized) weights, never copies; the small vectors (norm weights, scalars,
 // router scales) are widened to f32 once at load.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -66,23 +67,25 @@ struct TargetWeights {
 
   std::vector<TargetLayerWeights> layers;
 
+  // The sum of bytes(w) over the matrices a decode step reads (routed experts aside).
+  uint64_t sum_over_decode_matrices(const std::function<uint64_t(const WeightMatrix&)>& bytes) const;
   // Bytes of the matrices a decode step reads (routed experts aside): as the checkpoint stores
   // them, or as the fast kernels read them (a packed copy where there is one: the same size for
   // MLX layouts, smaller for GGUF K-quants with shared factors).
+  uint64_t matrix_bytes_per_token(bool as_packed) const;
+  // The same counted as `how` says (model/weight_bytes.cpp, beside the matmul kernels it asks).
   uint64_t matrix_bytes_per_token(MatrixBytes how) const;
-  uint64_t matrix_bytes_per_token(bool as_packed) const {
-    return matrix_bytes_per_token(as_packed ? MatrixBytes::Packed : MatrixBytes::Stored);
-  }
   // Weight bytes one decode step reads: `summary`'s bytes_per_token (every tensor as stored, the
   // top_k_experts routed experts of each MoE layer included) with the matrices, those experts'
-  // too, counted as `how` says. What `bench` reports and `inspect` prints.
+  // too, counted as `how` says. What `bench` reports and `inspect` prints (model/weight_bytes.cpp).
   uint64_t decode_bytes_per_token(const CheckpointSummary& summary, MatrixBytes how) const;
   // Every matrix the forward pass multiplies by (not the embedding tables it only gathers from).
   std::vector<WeightMatrix*> matmul_matrices();
 };
 
 // Readies w for fast precision as TargetModel does before packing (shared factors cleared where
-// the kernels do not gain from them) and says whether the fast kernels read it packed.
+// the kernels do not gain from them) and says whether the fast kernels read it packed
+// (model/weight_bytes.cpp).
 bool prepare_for_fast_kernels(WeightMatrix& w);
 
 // Builds the views; throws naming the tensor when a vector has an unusable dtype or length.
