@@ -155,6 +155,10 @@ TEST(JsonSchema, ErrorsNameTheKeywordAndPath) {
             "json schema at #: the bounds admit no integer");
   EXPECT_EQ(test::error_of([] { grammar_from_json_schema(json::parse("[1]")); }),
             "json schema at #: a schema must be an object or a boolean");
+  EXPECT_EQ(test::error_of([] {
+              grammar_from_json_schema(json::parse(R"({"properties": {"a": {"type": "string", "nullable": 1}}})"));
+            }),
+            "json schema at #/properties/a/nullable: 'nullable' must be true or false");
   EXPECT_EQ(test::error_of([] { grammar_from_json_schema(json::parse(R"({"$ref": "#"})")); }),
             "grammar: rule 's0-ref--' is left-recursive (it can reach itself without consuming a character)");
 }

@@ -166,6 +166,9 @@ class SchemaCompiler {
     if (!schema.is_object()) error(path, "a schema must be an object or a boolean");
     for (const auto& [key, _] : schema.items())
       if (kUnsupported.contains(key)) error(path, fmt::format("keyword '{}' is not supported", key));
+    // Every reading of 'nullable' below is of this schema's, as a boolean.
+    if (schema.contains("nullable") && !schema["nullable"].is_boolean())
+      error(path + "/nullable", "'nullable' must be true or false");
 
     if (schema.contains("$ref")) return visit_ref(schema, path, depth);
     if (schema.contains("const")) return with_nullable(schema, literal(schema["const"]));
