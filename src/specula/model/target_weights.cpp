@@ -170,10 +170,12 @@ uint64_t TargetWeights::sum_over_decode_matrices(const std::function<uint64_t(co
   return b;
 }
 
+uint64_t stored_or_packed_bytes(const WeightMatrix& w, bool as_packed) {
+  return as_packed && w.packed != nullptr ? static_cast<uint64_t>(packed_bytes(w)) : w.bytes();
+}
+
 uint64_t TargetWeights::matrix_bytes_per_token(bool as_packed) const {
-  return sum_over_decode_matrices([as_packed](const WeightMatrix& w) {
-    return as_packed && w.packed != nullptr ? static_cast<uint64_t>(packed_bytes(w)) : w.bytes();
-  });
+  return sum_over_decode_matrices([as_packed](const WeightMatrix& w) { return stored_or_packed_bytes(w, as_packed); });
 }
 
 std::vector<WeightMatrix*> TargetWeights::matmul_matrices() {

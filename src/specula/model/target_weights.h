@@ -83,6 +83,9 @@ struct TargetWeights {
   std::vector<WeightMatrix*> matmul_matrices();
 };
 
+// w's bytes as stored, or as its packed copy when as_packed and it has one.
+uint64_t stored_or_packed_bytes(const WeightMatrix& w, bool as_packed);
+
 // Readies w for fast precision as TargetModel does before packing (shared factors cleared where
 // the kernels do not gain from them) and says whether the fast kernels read it packed
 // (model/weight_bytes.cpp).

@@ -17,18 +17,12 @@ bool prepare_for_fast_kernels(WeightMatrix& w) {
 namespace {
 
 uint64_t matrix_bytes(const WeightMatrix& w, MatrixBytes how) {
-  switch (how) {
-    case MatrixBytes::Stored: break;
-    case MatrixBytes::Packed:
-      if (w.packed != nullptr) return static_cast<uint64_t>(packed_bytes(w));
-      break;
-    case MatrixBytes::FastPrecision: {
-      WeightMatrix fast = w;
-      if (prepare_for_fast_kernels(fast)) return static_cast<uint64_t>(packed_bytes(fast));
-      break;
-    }
+  if (how == MatrixBytes::FastPrecision) {
+    WeightMatrix fast = w;
+    if (prepare_for_fast_kernels(fast)) return static_cast<uint64_t>(packed_bytes(fast));
+    return w.bytes();
   }
-  return w.bytes();
+  return stored_or_packed_bytes(w, how == MatrixBytes::Packed);
 }
 
 }  // namespace
