@@ -1,7 +1,8 @@
 // Decode attention (one query row) at Gemma-4-E4B geometry: 8 query heads over 2 KV heads, head
 // dim 256 (sliding layers) and 512 (full layers), contexts 128 / 512 / 2048 keys (and 8k / 32k for the full layers),
 // portable (scalar) vs AVX-512 kernels, 1 and 2 threads, f32 and bf16 K/V rows. Several distinct K/V stores are cycled
-// so the keys come from memory as they do in a forward pass of 42 layers. Counter "GB/s" = K and V bytes read.
+// so the keys come from memory as they do in a forward pass of 42 layers; they live in huge pages,
+// as the model's caches do. Counter "GB/s" = K and V bytes read.
 //
 //   build-*/bench/bench_attention --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>
@@ -13,6 +14,7 @@
 #include "specula/kernels/attention.h"
 #include "specula/kernels/isa.h"
 #include "specula/kernels/kv_type.h"
+#include "specula/util/huge_page_buffer.h"
 
 namespace specula {
 namespace {
@@ -22,17 +24,27 @@ constexpr int64_t kHeads = 8, kKvHeads = 2;
 // long contexts one store already is, and fewer keep the bench's memory small.
 int stores_for(int64_t keys) { return keys > 4096 ? 2 : 24; }
 
+// One block per store, in huge pages as the model's caches hold them (model/kv_cache.h).
 struct KvStores {
-  std::vector<std::vector<float>> k, v;
-  std::vector<std::vector<uint16_t>> k16, v16;  // the same values rounded to bf16
-  std::vector<const void*> kp, vp, kp16, vp16;  // one block per store
+  std::vector<HugePageBuffer> k, v, k16, v16;  // f32 rows, and the same values rounded to bf16
+  std::vector<const void*> kp, vp, kp16, vp16;
 };
 
+// `n` normal random floats.
+HugePageBuffer random_rows(int64_t n, std::mt19937& rng) {
+  HugePageBuffer b(static_cast<size_t>(n) * sizeof(float), "bench K/V rows");
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto* x = reinterpret_cast<float*>(b.data());
+  for (int64_t i = 0; i < n; ++i) x[i] = nd(rng);
+  return b;
+}
+
 // Rows of dim floats as the bf16 cache stores them.
-std::vector<uint16_t> to_bf16(const std::vector<float>& x, int64_t dim) {
-  std::vector<uint16_t> r(x.size());
-  for (size_t i = 0; i < x.size(); i += static_cast<size_t>(dim)) kv_row_from_f32(KvType::Bf16, &x[i], dim, &r[i]);
-  return r;
+HugePageBuffer to_bf16(const HugePageBuffer& rows, int64_t n, int64_t dim) {
+  HugePageBuffer b(static_cast<size_t>(n) * sizeof(uint16_t), "bench K/V rows");
+  const auto* x = reinterpret_cast<const float*>(rows.data());
+  for (int64_t i = 0; i < n; i += dim) kv_row_from_f32(KvType::Bf16, x + i, dim, b.data() + i * sizeof(uint16_t));
+  return b;
 }
 
 const KvStores& stores(int64_t keys, int64_t dim) {
@@ -43,16 +55,14 @@ const KvStores& stores(int64_t keys, int64_t dim) {
   cached_keys = keys;
   cached_dim = dim;
   std::mt19937 rng(1);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t n = keys * kKvHeads * dim;
   for (int s = 0; s < stores_for(keys); ++s) {
-    slot->k.emplace_back(static_cast<size_t>(keys * kKvHeads * dim));
-    slot->v.emplace_back(static_cast<size_t>(keys * kKvHeads * dim));
-    for (float& x : slot->k.back()) x = nd(rng);
-    for (float& x : slot->v.back()) x = nd(rng);
+    slot->k.push_back(random_rows(n, rng));
+    slot->v.push_back(random_rows(n, rng));
     slot->kp.push_back(slot->k.back().data());
     slot->vp.push_back(slot->v.back().data());
-    slot->k16.push_back(to_bf16(slot->k.back(), dim));
-    slot->v16.push_back(to_bf16(slot->v.back(), dim));
+    slot->k16.push_back(to_bf16(slot->k.back(), n, dim));
+    slot->v16.push_back(to_bf16(slot->v.back(), n, dim));
     slot->kp16.push_back(slot->k16.back().data());
     slot->vp16.push_back(slot->v16.back().data());
   }

@@ -132,8 +132,10 @@ TEST(BenchCli, TargetOnlyHasNoSpeculativeFigures) {
   EXPECT_TRUE(j.at("spec_speedup").empty());
 }
 
+// The full layer's cache grows in blocks of one huge page (4096 f32 or 8192 bf16 rows of this
+// model), so bf16 holds half the bytes at 8192 positions and no more than f32 at 16.
 TEST(BenchCli, LongContextsReportEveryContextAtHalfTheKvBytesInBf16) {
-  const std::string m = "bench --model " + kE4bLikeQ4Case + "/model --quick --json --threads 1 --contexts 300,16";
+  const std::string m = "bench --model " + kE4bLikeQ4Case + "/model --quick --json --threads 1 --contexts 8192,16";
   const Result f32 = run_cli(m);
   const Result bf16 = run_cli(m + " --kv-type bf16");
   ASSERT_EQ(f32.code, 0) << f32.out;
@@ -146,11 +148,13 @@ TEST(BenchCli, LongContextsReportEveryContextAtHalfTheKvBytesInBf16) {
   for (size_t i = 0; i < 2; ++i) {
     const nlohmann::json& fa = a.at("contexts")[i];
     const nlohmann::json& fb = b.at("contexts")[i];
-    EXPECT_EQ(fa.at("context").get<int64_t>(), i == 0 ? 16 : 300) << "ascending";
+    EXPECT_EQ(fa.at("context").get<int64_t>(), i == 0 ? 16 : 8192) << "ascending";
     for (const char* key : {"decode_tok_per_s", "decode_ms", "verify_ms", "verify_ratio", "decode_vs_shortest"})
       EXPECT_TRUE(positive_finite(fb.at(key))) << key;
-    EXPECT_EQ(fa.at("kv_bytes").get<uint64_t>(), 2 * fb.at("kv_bytes").get<uint64_t>());
+    EXPECT_GT(fb.at("kv_bytes").get<uint64_t>(), 0u);
+    EXPECT_LE(fb.at("kv_bytes").get<uint64_t>(), fa.at("kv_bytes").get<uint64_t>());
   }
+  EXPECT_EQ(a.at("contexts")[1].at("kv_bytes").get<uint64_t>(), 2 * b.at("contexts")[1].at("kv_bytes").get<uint64_t>());
   EXPECT_GT(a.at("contexts")[1].at("kv_bytes").get<uint64_t>(), a.at("contexts")[0].at("kv_bytes").get<uint64_t>());
   expect_machine_load(a);
   const Result too_long = run_cli("bench --model " + kE4bLikeQ4Case + "/model --quick --contexts 500000", true);

@@ -14,6 +14,7 @@
 
 #include "specula/kernels/kv_type.h"
 #include "specula/model/kv_cache.h"
+#include "specula/util/alignment.h"
 #include "specula/util/error.h"
 #include "specula/util/half.h"
 
@@ -103,6 +104,23 @@ TEST(KvCacheType, F32RowsReadBackUnchanged) {
   const StoredRows stored(c, 0);
   EXPECT_TRUE(same_bytes(stored.k.data(), k.data(), k.size() * 4));
   EXPECT_TRUE(same_bytes(stored.v.data(), v.data(), v.size() * 4));
+}
+
+// A full cache's default block fills one huge page, whatever the row size: at most a row of the
+// page is left over.
+TEST(KvCacheType, DefaultBlocksFillOneHugePage) {
+  for (KvType type : {KvType::F32, KvType::Bf16, KvType::Q8}) {
+    SCOPED_TRACE(kv_type_name(type));
+    KvCache c = KvCache::full(2, 512, kKvBlockOfOneHugePage, type);
+    c.reserve_write(1);
+    const uint64_t row = 2 * kv_head_row_bytes(type, 512);
+    const uint64_t block = c.allocated_bytes() / 2;  // the K block and the V block
+    EXPECT_LE(block, kHugePage);
+    EXPECT_GT(block + row, kHugePage);
+    EXPECT_EQ(c.bytes_at(1), c.allocated_bytes());
+    EXPECT_EQ(c.bytes_at(static_cast<int64_t>(block / row) + 1), 2 * c.allocated_bytes());
+  }
+  EXPECT_THROW((void)KvCache::full(2, 512, -1), Error);
 }
 
 TEST(KvCacheType, Bf16WindowCopyRestoresTheStoredRows) {

@@ -1,17 +1,13 @@
 #include "specula/kernels/packed_affine.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstring>
-#include <utility>
 #include <vector>
 
 #include "specula/io/dtype.h"
 #include "specula/kernels/isa.h"
 #include "specula/kernels/quant.h"
 #include "specula/kernels/shared_scales.h"
-#include "specula/util/alignment.h"
 #include "specula/util/error.h"
 #include "specula/util/half.h"
 
@@ -289,46 +285,6 @@ void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t bloc
   }
 }
 
-PackedBuffer::PackedBuffer(size_t bytes) {
-  if (bytes == 0) return;
-  // Over-allocate by a huge page so the buffer can start on a huge-page boundary.
-  mapped_ = round_up(bytes, kHugePage) + kHugePage;
-  void* p = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    mapped_ = 0;
-    fail(
-        "cannot allocate {} MiB for the fast-precision weight layout (use --precision exact to run "
-        "from the checkpoint's own layout)",
-        bytes >> 20);
-  }
-  base_ = static_cast<uint8_t*>(p);
-  const auto addr = reinterpret_cast<uintptr_t>(p);
-  data_ = base_ + ((kHugePage - addr % kHugePage) % kHugePage);
-  size_ = bytes;
-  madvise(data_, round_up(bytes, kHugePage), MADV_HUGEPAGE);  // a hint; may fail
-}
-
-PackedBuffer::~PackedBuffer() {
-  if (mapped_ != 0) munmap(base_, mapped_);
-}
-
-PackedBuffer::PackedBuffer(PackedBuffer&& other) noexcept
-    : base_(std::exchange(other.base_, nullptr)),
-      data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)),
-      mapped_(std::exchange(other.mapped_, 0)) {}
-
-PackedBuffer& PackedBuffer::operator=(PackedBuffer&& other) noexcept {
-  if (this != &other) {
-    if (mapped_ != 0) munmap(base_, mapped_);
-    base_ = std::exchange(other.base_, nullptr);
-    data_ = std::exchange(other.data_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-    mapped_ = std::exchange(other.mapped_, 0);
-  }
-  return *this;
-}
-
 PackedBuffer pack_matrices(std::span<WeightMatrix* const> matrices, ThreadPool& pool,
                            const std::function<void(const WeightMatrix&)>& after_each) {
   constexpr int64_t kAlign = 64;
@@ -338,7 +294,9 @@ PackedBuffer pack_matrices(std::span<WeightMatrix* const> matrices, ThreadPool& 
     offsets.push_back(total);
     if (packable(*w)) total += (packed_bytes(*w) + kAlign - 1) / kAlign * kAlign;
   }
-  PackedBuffer buffer(static_cast<size_t>(total));
+  PackedBuffer buffer(
+      static_cast<size_t>(total),
+      "the fast-precision weight layout (use --precision exact to run from the checkpoint's own layout)");
   for (size_t i = 0; i < matrices.size(); ++i) {
     WeightMatrix& w = *matrices[i];
     if (!packable(w)) continue;

@@ -39,6 +39,7 @@
 #include <span>
 
 #include "specula/kernels/weight_matrix.h"
+#include "specula/util/huge_page_buffer.h"
 #include "specula/util/thread_pool.h"
 
 namespace specula {
@@ -81,27 +82,9 @@ int64_t packed_group_offset(const WeightMatrix& w, int64_t g);
 // factors and a superblock of a row has none.
 void pack_affine_blocks(const WeightMatrix& w, int64_t block_begin, int64_t block_end, uint8_t* out);
 
-// An owned, 2 MiB-aligned buffer (huge pages where the kernel allows: fewer TLB misses on the
+// The packed matrices' memory (huge pages where the kernel allows: fewer TLB misses on the
 // stream and fewer page faults while packing).
-class PackedBuffer {
- public:
-  PackedBuffer() = default;
-  explicit PackedBuffer(size_t bytes);  // throws specula::Error when the memory is not there
-  ~PackedBuffer();
-  PackedBuffer(PackedBuffer&& other) noexcept;
-  PackedBuffer& operator=(PackedBuffer&& other) noexcept;
-  PackedBuffer(const PackedBuffer&) = delete;
-  PackedBuffer& operator=(const PackedBuffer&) = delete;
-
-  uint8_t* data() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  uint8_t* base_ = nullptr;  // the mapping (data_ is its first huge-page boundary)
-  uint8_t* data_ = nullptr;
-  size_t size_ = 0;
-  size_t mapped_ = 0;
-};
+using PackedBuffer = HugePageBuffer;
 
 // Packs every packable matrix of `matrices` into one buffer (over the pool's threads) and points
 // its `packed` at it; others are left alone. `after_each` runs once per packed matrix, e.g. to

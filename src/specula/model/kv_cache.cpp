@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "specula/util/alignment.h"
 #include "specula/util/error.h"
 
 namespace specula {
@@ -16,14 +17,17 @@ void check_type_fits(KvType type, int64_t head_dim) {
 }  // namespace
 
 KvCache KvCache::full(int64_t kv_heads, int64_t head_dim, int64_t block_positions, KvType type) {
-  if (kv_heads <= 0 || head_dim <= 0 || block_positions <= 0)
+  if (kv_heads <= 0 || head_dim <= 0 || block_positions < 0)
     fail("KV cache: invalid geometry ({} KV heads, head dim {}, block {})", kv_heads, head_dim, block_positions);
   check_type_fits(type, head_dim);
   KvCache c;
   c.kv_heads_ = kv_heads;
   c.head_dim_ = head_dim;
-  c.block_positions_ = block_positions;
   c.type_ = type;
+  // Positions that fill a huge page (the rest of it, less than a row, unused).
+  c.block_positions_ = block_positions != kKvBlockOfOneHugePage
+                           ? block_positions
+                           : std::max<int64_t>(1, static_cast<int64_t>(kHugePage) / c.row_bytes());
   return c;
 }
 
@@ -63,20 +67,19 @@ void KvCache::reserve_write(int64_t count) {
   const int64_t needed_blocks = (offset_ + count + block_positions_ - 1) / block_positions_;
   while (static_cast<int64_t>(k_blocks_.size()) < needed_blocks) {
     const auto n = static_cast<size_t>(block_positions_ * row_bytes());
-    storage_.push_back(std::make_unique_for_overwrite<std::byte[]>(n));
-    k_blocks_.push_back(storage_.back().get());
-    storage_.push_back(std::make_unique_for_overwrite<std::byte[]>(n));
-    v_blocks_.push_back(storage_.back().get());
+    block_memory_.emplace_back(n, "a KV cache block");
+    k_blocks_.push_back(block_memory_.back().data());
+    block_memory_.emplace_back(n, "a KV cache block");
+    v_blocks_.push_back(block_memory_.back().data());
   }
 }
 
 void KvCache::allocate_ring() {
-  if (!storage_.empty()) return;
+  if (ring_memory_) return;
   const auto n = static_cast<size_t>(capacity_ * row_bytes());
-  storage_.push_back(std::make_unique_for_overwrite<std::byte[]>(n));
-  storage_.push_back(std::make_unique_for_overwrite<std::byte[]>(n));
-  k_blocks_.push_back(storage_[0].get());
-  v_blocks_.push_back(storage_[1].get());
+  ring_memory_ = std::make_unique_for_overwrite<std::byte[]>(2 * n);
+  k_blocks_.push_back(ring_memory_.get());
+  v_blocks_.push_back(ring_memory_.get() + n);
 }
 
 std::byte* KvCache::slot(const std::vector<void*>& blocks, int64_t pos, int64_t kvh) const {
@@ -226,10 +229,13 @@ void KvCache::release_unused() {
   const auto keep_blocks =
       static_cast<size_t>(offset_ == 0 ? 0 : (is_ring() ? 1 : (offset_ + block_positions_ - 1) / block_positions_));
   if (k_blocks_.size() <= keep_blocks) return;
-  // storage_ holds the K and V block of each block index next to each other (reserve_write).
   k_blocks_.resize(keep_blocks);
   v_blocks_.resize(keep_blocks);
-  storage_.resize(2 * keep_blocks);
+  if (is_ring()) {
+    ring_memory_.reset();
+  } else {
+    block_memory_.resize(2 * keep_blocks);
+  }
 }
 
 uint64_t KvCache::allocated_bytes() const {

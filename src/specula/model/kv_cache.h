@@ -18,16 +18,19 @@
 
 #include "specula/kernels/attention.h"
 #include "specula/kernels/kv_type.h"
+#include "specula/util/huge_page_buffer.h"
 
 namespace specula {
 
-// Positions per storage block of a full-attention layer's cache by default.
-inline constexpr int64_t kKvBlockPositions = 256;
+// A full-attention layer's cache sizes its storage blocks to one huge page by default
+// (util/huge_page_buffer.h): a long context's K and V are then read with one TLB entry per 2 MiB.
+inline constexpr int64_t kKvBlockOfOneHugePage = 0;
 
 class KvCache {
  public:
-  // A growing cache for a full-attention layer.
-  static KvCache full(int64_t kv_heads, int64_t head_dim, int64_t block_positions = kKvBlockPositions,
+  // A growing cache for a full-attention layer, in blocks of `block_positions` positions (by
+  // default as many as fill a huge page).
+  static KvCache full(int64_t kv_heads, int64_t head_dim, int64_t block_positions = kKvBlockOfOneHugePage,
                       KvType type = KvType::F32);
   // A ring for a sliding-window layer of window `window`, holding window + extra positions.
   static KvCache ring(int64_t kv_heads, int64_t head_dim, int64_t window, int64_t extra, KvType type = KvType::F32);
@@ -123,9 +126,10 @@ class KvCache {
   int64_t capacity_ = 0;         // ring only
   int64_t block_positions_ = 0;  // positions per block
   int64_t offset_ = 0;
-  int64_t oldest_ = 0;  // oldest position whose rows are still intact (ring overwrites)
-  std::vector<std::unique_ptr<std::byte[]>> storage_;
-  std::vector<void*> k_blocks_;  // void*: what KvStoreView points at
+  int64_t oldest_ = 0;                        // oldest position whose rows are still intact (ring overwrites)
+  std::vector<HugePageBuffer> block_memory_;  // full caches: the K and V block of each index, side by side
+  std::unique_ptr<std::byte[]> ring_memory_;  // rings: K then V, capacity positions each
+  std::vector<void*> k_blocks_;               // void*: what KvStoreView points at
   std::vector<void*> v_blocks_;
 };
 

@@ -20,7 +20,7 @@ TargetCache::TargetCache(const TargetConfig& config, const CacheOptions& options
     if (g.type == LayerType::Sliding) {
       caches_.push_back(KvCache::ring(g.num_kv_heads, g.head_dim, config.text.sliding_window, extra, options.kv_type));
     } else {
-      caches_.push_back(KvCache::full(g.num_kv_heads, g.head_dim, kKvBlockPositions, options.kv_type));
+      caches_.push_back(KvCache::full(g.num_kv_heads, g.head_dim, kKvBlockOfOneHugePage, options.kv_type));
     }
     cache_of_donor[i] = static_cast<int>(caches_.size()) - 1;
     cache_of_layer_[i] = cache_of_donor[i];
