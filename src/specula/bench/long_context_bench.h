@@ -2,8 +2,9 @@
 // `specula bench --contexts 512,4096,16384,32768`: what decoding costs as the context grows. At
 // each context the caches are filled with synthetic rows (bench/synthetic_kv.h: no prefill, so a
 // 32k context takes seconds), then one plain decode step and one verify forward of
-// `verify_width` rows are timed at that context (model/target_benchmark.h time_target_steps, the
-// median of `repeats` calls each): decode tok/s, the verify / decode ratio, and both relative to
+// `verify_width` rows are timed at that context (model/target_benchmark.h TargetStepTimer, the
+// median of `repeats` calls each; every cache is filled first and the contexts are timed in turn,
+// so all of them are held in memory at once): decode tok/s, the verify / decode ratio, and both relative to
 // the shortest context measured. Prefill speed at a long prompt is the suite's figure
 // (`--prompt-tokens 8192`).
 #include <cstdint>

@@ -67,39 +67,52 @@ GenerationTiming time_generation(const TargetModel& model, TargetCache& cache, s
   return t;
 }
 
-StepCosts time_target_steps(const TargetModel& model, TargetCache& cache, int32_t token, int64_t max_width,
-                            int64_t repeats, ThreadPool& pool) {
-  if (repeats < 1) fail("bench: repeats {} must be >= 1", repeats);
+TargetStepTimer::TargetStepTimer(const TargetModel& model, TargetCache& cache, int32_t token, int64_t max_width,
+                                 ThreadPool& pool)
+    : model_(model), cache_(cache), pool_(pool) {
   if (max_width < 2) fail("bench: verify width {} must be >= 2", max_width);
   if (cache.offset() < 1) fail("bench: step costs need a context of at least one position");
   if (cache.options().rollback_reserve < max_width)
     fail("bench: verify width {} exceeds the target's rollback reserve {}", max_width,
          cache.options().rollback_reserve);
-  const std::vector<int32_t> rows(static_cast<size_t>(max_width), token);
+  rows_.assign(static_cast<size_t>(max_width), token);
+  samples_.resize(static_cast<size_t>(max_width + 1));
+  ForwardRequest all;
+  all.rows = OutputRows::All;
+  all.hidden = true;
+  model.forward(cache, std::span<const int32_t>(rows_), all, pool);
+  cache.rollback(max_width);
+}
+
+void TargetStepTimer::sample() {
   ForwardRequest last;
   last.rows = OutputRows::Last;
   ForwardRequest all;
   all.rows = OutputRows::All;
   all.hidden = true;
-  // Untimed: the widest forward sizes the workspaces, so no timed call pays for growing them.
-  model.forward(cache, std::span<const int32_t>(rows.data(), rows.size()), all, pool);
-  cache.rollback(max_width);
-  // samples[w]: the times of the forwards of w rows (w = 1: the decode step).
-  std::vector<std::vector<double>> samples(static_cast<size_t>(max_width + 1));
-  for (int64_t i = 0; i < repeats; ++i) {
-    for (int64_t w = 1; w <= max_width; ++w) {
-      const auto t0 = Clock::now();
-      model.forward(cache, std::span<const int32_t>(rows.data(), static_cast<size_t>(w)), w == 1 ? last : all, pool);
-      samples[static_cast<size_t>(w)].push_back(ms_since(t0));
-      cache.rollback(w);
-    }
+  for (size_t w = 1; w < samples_.size(); ++w) {
+    const auto t0 = Clock::now();
+    model_.forward(cache_, std::span<const int32_t>(rows_.data(), w), w == 1 ? last : all, pool_);
+    samples_[w].push_back(ms_since(t0));
+    cache_.rollback(static_cast<int64_t>(w));
   }
+}
+
+StepCosts TargetStepTimer::costs() const {
+  if (samples_[1].empty()) fail("bench: no step was timed");
   StepCosts c;
-  c.decode_ms = median(samples[1]);
-  c.verify_ms.assign(static_cast<size_t>(max_width + 1), 0.0);
-  for (int64_t w = 2; w <= max_width; ++w)
-    c.verify_ms[static_cast<size_t>(w)] = median(samples[static_cast<size_t>(w)]);
+  c.decode_ms = median(samples_[1]);
+  c.verify_ms.assign(samples_.size(), 0.0);
+  for (size_t w = 2; w < samples_.size(); ++w) c.verify_ms[w] = median(samples_[w]);
   return c;
+}
+
+StepCosts time_target_steps(const TargetModel& model, TargetCache& cache, int32_t token, int64_t max_width,
+                            int64_t repeats, ThreadPool& pool) {
+  if (repeats < 1) fail("bench: repeats {} must be >= 1", repeats);
+  TargetStepTimer timer(model, cache, token, max_width, pool);
+  for (int64_t i = 0; i < repeats; ++i) timer.sample();
+  return timer.costs();
 }
 
 }  // namespace specula

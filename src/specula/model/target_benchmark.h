@@ -42,12 +42,32 @@ struct StepCosts {
   }
 };
 
-// At the cache's current context (>= 1 position; unchanged on return): the median over `repeats`
-// calls of one decode step of `token`, and of verify forwards of w = 2..max_width rows (logits and
-// final-norm hidden of every row, as the speculative loop requests them), after one untimed
-// forward of max_width rows. The calls go round the widths in turn (1, 2, .., max_width, 1, 2, ..),
-// so a machine whose speed drifts during the measurement moves every width alike and the ratios
-// to the decode step stay fair. Throws if max_width exceeds the cache's rollback reserve.
+// Times, at a cache's current context (>= 1 position; unchanged by each call), one decode step of
+// `token` and verify forwards of w = 2..max_width rows (logits and final-norm hidden of every row,
+// as the speculative loop requests them), each rolled back. Construction runs one untimed forward
+// of max_width rows, so no timed call pays for growing the workspaces; it throws if max_width
+// exceeds the cache's rollback reserve. Several timers (one per context) can be sampled in turn,
+// so a machine whose speed drifts moves every context alike.
+class TargetStepTimer {
+ public:
+  TargetStepTimer(const TargetModel& model, TargetCache& cache, int32_t token, int64_t max_width, ThreadPool& pool);
+  // One call of every width, in turn (1, 2, .., max_width).
+  void sample();
+  // The median of each width's calls so far (at least one sample()).
+  StepCosts costs() const;
+
+ private:
+  const TargetModel& model_;
+  TargetCache& cache_;
+  ThreadPool& pool_;
+  std::vector<int32_t> rows_;  // max_width copies of the token
+  // samples_[w]: the times of the forwards of w rows (w = 1: the decode step).
+  std::vector<std::vector<double>> samples_;
+};
+
+// `repeats` samples of one TargetStepTimer: the calls go round the widths in turn (1, 2, ..,
+// max_width, 1, 2, ..), so a machine whose speed drifts during the measurement moves every width
+// alike and the ratios to the decode step stay fair.
 StepCosts time_target_steps(const TargetModel& model, TargetCache& cache, int32_t token, int64_t max_width,
                             int64_t repeats, ThreadPool& pool);
 
