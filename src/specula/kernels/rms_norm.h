@@ -1,8 +1,8 @@
 #pragma once
 // RMSNorm (docs/gemma4.md §5.1, in f32): y = x * rsqrt(mean(x^2) + eps) * w. Gemma 4 stores the
 // actual multiplier (no `1 + w`). A null weight gives the scale-free norm (v_norm, router pre-norm).
-// Each row is reduced sequentially in f32 (j ascending), so a row's bytes never depend on the
-// other rows of the call (batch invariance).
+// Each row's sum of squares is 16 partial sums in f32 (element j into sum j % 16) folded in a fixed
+// order, so a row's bytes never depend on the other rows of the call (batch invariance).
 #include <cstdint>
 
 namespace specula {
