@@ -31,6 +31,9 @@ int fuzz_openai_request(const uint8_t* data, size_t size);
 // GGUF file: the whole input is the file; then every metadata getter and a row of each tensor
 // through the dequantizer.
 int fuzz_gguf(const uint8_t* data, size_t size);
+// A GGUF file through the target or drafter checkpoint loader, converted or described. Byte 0:
+// bit 0 the drafter loader, bit 1 describe instead of convert; the rest is the file.
+int fuzz_gguf_checkpoint(const uint8_t* data, size_t size);
 // Output constraints: byte 0 even -> the rest is GBNF grammar text, odd -> a JSON Schema; a
 // grammar that compiles is then run over the same bytes.
 int fuzz_grammar(const uint8_t* data, size_t size);

@@ -32,6 +32,7 @@ const Target kTargets[] = {
     {"checkpoint_dir", specula::fuzz::fuzz_checkpoint_dir},
     {"openai_request", specula::fuzz::fuzz_openai_request},
     {"gguf", specula::fuzz::fuzz_gguf},
+    {"gguf_checkpoint", specula::fuzz::fuzz_gguf_checkpoint},
     {"grammar", specula::fuzz::fuzz_grammar},
     {"tool_call_grammar", specula::fuzz::fuzz_tool_call_grammar},
     {"cache_entry", specula::fuzz::fuzz_cache_entry},
