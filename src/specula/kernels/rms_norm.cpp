@@ -10,8 +10,7 @@ constexpr int kLanes = 16;
 
 // sum(x[j]^2): element j goes to partial sum j % 16, and the 16 sums are folded pairwise
 // (part[i] += part[i + width] for width 8, 4, 2, 1). Independent partial sums let the compiler
-// keep them in vector registers; one sequential chain of 2560 dependent adds cost more than the
-// rest of a decode step's norms together.
+// keep them in vector registers instead of one chain of dependent adds as long as the row.
 float sum_of_squares(const float* x, int64_t n) {
   float part[kLanes] = {};
   int64_t j = 0;

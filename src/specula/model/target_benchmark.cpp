@@ -16,6 +16,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// What the speculative loop asks of a verify forward: logits and final-norm hidden of every row.
+ForwardRequest verify_request() {
+  ForwardRequest all;
+  all.rows = OutputRows::All;
+  all.hidden = true;
+  return all;
+}
+
 double process_cpu_ms() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -77,19 +85,14 @@ TargetStepTimer::TargetStepTimer(const TargetModel& model, TargetCache& cache, i
          cache.options().rollback_reserve);
   rows_.assign(static_cast<size_t>(max_width), token);
   samples_.resize(static_cast<size_t>(max_width + 1));
-  ForwardRequest all;
-  all.rows = OutputRows::All;
-  all.hidden = true;
-  model.forward(cache, std::span<const int32_t>(rows_), all, pool);
+  model.forward(cache, std::span<const int32_t>(rows_), verify_request(), pool);
   cache.rollback(max_width);
 }
 
 void TargetStepTimer::sample() {
   ForwardRequest last;
   last.rows = OutputRows::Last;
-  ForwardRequest all;
-  all.rows = OutputRows::All;
-  all.hidden = true;
+  const ForwardRequest all = verify_request();
   for (size_t w = 1; w < samples_.size(); ++w) {
     const auto t0 = Clock::now();
     model_.forward(cache_, std::span<const int32_t>(rows_.data(), w), w == 1 ? last : all, pool_);

@@ -3,8 +3,8 @@
 // pages (MADV_HUGEPAGE: a hint, honoured where THP is "always" or "madvise"). What a step streams
 // whole from memory lives here: the packed weights, and the blocks of the full-attention layers'
 // KV caches. With 4 KiB pages a 32k-context decode step misses the TLB on every page of the ~1 GB
-// of K and V it reads, and those page walks went to DRAM after the weight stream had evicted the
-// page tables (docs/performance.md).
+// of K and V it reads, and the page walks go to DRAM once the weight stream has evicted the page
+// tables (docs/performance.md).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
