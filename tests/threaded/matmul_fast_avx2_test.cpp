@@ -90,9 +90,9 @@ float param(const test::RandomWeights& wt, const std::vector<uint8_t>& v, int64_
 float maxps(float a, float b) { return a > b ? a : b; }
 
 // The AVX-512 kernel's operations, lane by lane, in scalar code: per group the 16-lane running
-// max |x| and sum of x, GCC's _mm512_reduce_max_ps / _mm512_reduce_add_ps trees, the quantization
-// (nearest even, saturated), the exact integer dot product per group and W row, and per group
-// acc = fma(float(isum), scale * s_x, acc), acc = fma(bias, sum(x), acc).
+// max |x| and GCC's _mm512_reduce_max_ps tree, the quantization (nearest even, saturated), the
+// scale times the group's integer sum of codes, the exact integer dot product per group and W row,
+// and per group acc = fma(float(isum), scale * s_x, acc), acc = fma(bias, s_x * sum(q), acc).
 std::vector<float> model(const std::vector<float>& x, int64_t m, const test::RandomWeights& wt, Precision precision) {
   const WeightMatrix& w = wt.w;
   const int64_t k = w.cols, groups = w.groups_per_row();
@@ -106,33 +106,24 @@ std::vector<float> model(const std::vector<float>& x, int64_t m, const test::Ran
   for (int64_t i = 0; i < m; ++i) {
     const float* xi = x.data() + i * k;
     for (int64_t g = 0; g < groups; ++g) {
-      float lmax[16] = {}, lsum[16] = {};
+      float lmax[16] = {};
       for (int j = 0; j < gs; j += 16) {
-        for (int l = 0; l < 16; ++l) {
-          const float v = xi[g * gs + j + l];
-          lmax[l] = maxps(lmax[l], std::fabs(v));
-          lsum[l] = lsum[l] + v;
-        }
+        for (int l = 0; l < 16; ++l) lmax[l] = maxps(lmax[l], std::fabs(xi[g * gs + j + l]));
       }
-      float s3[8], m3[8], s6[4], m6[4];
-      for (int l = 0; l < 8; ++l) {
-        s3[l] = lsum[8 + l] + lsum[l];
-        m3[l] = maxps(lmax[8 + l], lmax[l]);
-      }
-      for (int l = 0; l < 4; ++l) {
-        s6[l] = s3[4 + l] + s3[l];
-        m6[l] = maxps(m3[4 + l], m3[l]);
-      }
-      const float s8[2] = {s6[0] + s6[2], s6[1] + s6[3]};
+      float m3[8], m6[4];
+      for (int l = 0; l < 8; ++l) m3[l] = maxps(lmax[8 + l], lmax[l]);
+      for (int l = 0; l < 4; ++l) m6[l] = maxps(m3[4 + l], m3[l]);
       const float m8[2] = {maxps(m6[0], m6[2]), maxps(m6[1], m6[3])};
-      xsum[g] = s8[0] + s8[1];
       const float amax = maxps(m8[0], m8[1]);
       const float inv = amax > 0.0f ? levels / amax : 0.0f;
       xscale[g] = amax / levels;
+      int32_t code_sum = 0;
       for (int j = 0; j < gs; ++j) {
         const float q = std::nearbyint(xi[g * gs + j] * inv);
         xq[g * gs + j] = static_cast<int32_t>(std::clamp(q, -qmax - 1.0f, qmax));
+        code_sum += xq[g * gs + j];
       }
+      xsum[g] = xscale[g] * static_cast<float>(code_sum);
     }
     for (int64_t n = 0; n < w.rows; ++n) {
       const auto* words = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.data) + n * w.row_bytes());

@@ -23,8 +23,8 @@ namespace specula {
 // Int8: as Fast, with the affine matrices' activations quantized to int8 per group
 // (`vpdpbusd`: twice the multiply-adds per instruction of the int16 path, so verifies of several
 // rows cost less; on AVX2 the same bytes, faster than Fast for 4-bit weights only),
-// at the price of 130-370x the int16 path's logit error on the golden models
-// (0.35-0.62 relative, against the 3e-2 bar Fast holds; docs/performance.md). BF16 matrices run as
+// at the price of 140-1100x the int16 path's logit error on the golden models
+// (0.13-0.75 relative, against the 3e-2 bar Fast holds; docs/performance.md). BF16 matrices run as
 // in Fast.
 enum class Precision { Exact, Fast, Int8 };
 // "exact", "fast" or "int8"; throws specula::Error naming the value.

@@ -6,19 +6,19 @@
 // Bitwise equal to the AVX-512 kernel by construction. Every AVX-512 vector of 16 lanes is held
 // here as two ymm halves (lanes 0-7, 8-15), each lane updated by the same IEEE operation in the
 // same order:
-//  * X preparation: per group, the lane-wise running max of |x| and sum of x over the 16-float
-//    steps, then GCC's _mm512_reduce_max_ps / _mm512_reduce_add_ps trees written out on the two
-//    halves (upper op lower, then 128-bit halves, then the {2,3,0,1} and {1,0,1,0} shuffles, same
-//    operand order); the same scalar levels / max, the same round-to-nearest-even conversion
-//    (`vcvtps2dq`), the same saturation to int16 (`vpackssdw`, as `vpmovsdw`; int8 levels: then
-//    `vpacksswb` or a clamp to [-128, 127], as `vpmovsdb`).
+//  * X preparation: per group, the lane-wise running max of |x| over the 16-float steps, then
+//    GCC's _mm512_reduce_max_ps tree written out on the two halves (upper op lower, then 128-bit
+//    halves, then the {2,3,0,1} and {1,0,1,0} shuffles); the same scalar levels / max, the same
+//    round-to-nearest-even conversion (`vcvtps2dq`), the same saturation to int16 (`vpackssdw`,
+//    as `vpmovsdw`; int8 levels: then `vpacksswb` or a clamp to [-128, 127], as `vpmovsdb`), and
+//    the group's sum of codes in int32 (exact), times the same scale.
 //  * Integer products: a 32-byte chunk of codes is widened to 16-bit words half by half and
 //    `vpmaddwd` multiplies them with a broadcast pair of activations; `vpaddd` sums them. Integer
 //    sums are exact (|sum| < 2^31 for every group size: 128 inputs x 255 x 32768), so a group's
 //    int32 total per W row equals the one `vpdpwssd` (int16) or `vpdpbusd` (int8) builds, whatever
 //    the order.
 //  * Per group and X row: d = scales * s_x; acc = fma(float(total), d, acc);
-//    acc = fma(biases, sum(x), acc) — the AVX-512 kernel's ops, lane by lane. No product here
+//    acc = fma(biases, s_x * sum(q), acc) — the AVX-512 kernel's ops, lane by lane. No product here
 //    feeds an addition, so FP contraction cannot fuse anything differently in either file.
 // Precision::Int8 quantizes X to the int8 levels (127). With 4-bit codes, `vpmaddubsw` multiplies
 // 4 codes (unsigned bytes) with 4 int8 activations per lane and W row: each int16 pair sum is at
@@ -57,12 +57,11 @@ constexpr int kRowBlock = 4;
 
 inline __m256 abs_ps(__m256 v) { return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))); }
 
-// _mm512_reduce_add_ps of the vector whose lanes 0-7 are lo and 8-15 are hi (GCC's tree).
-inline float reduce_add16(__m256 lo, __m256 hi) {
-  const __m256 t3 = _mm256_add_ps(hi, lo);
-  const __m128 t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
-  const __m128 t8 = _mm_add_ps(t6, _mm_shuffle_ps(t6, t6, _MM_SHUFFLE(1, 0, 3, 2)));
-  return _mm_cvtss_f32(t8) + _mm_cvtss_f32(_mm_shuffle_ps(t8, t8, _MM_SHUFFLE(1, 1, 1, 1)));
+// The sum of the 8 int32 lanes (exact: any order gives the AVX-512 kernel's total).
+inline int32_t reduce_add_epi32(__m256i v) {
+  const __m128i t4 = _mm_add_epi32(_mm256_extracti128_si256(v, 1), _mm256_castsi256_si128(v));
+  const __m128i t2 = _mm_add_epi32(t4, _mm_shuffle_epi32(t4, _MM_SHUFFLE(1, 0, 3, 2)));
+  return _mm_cvtsi128_si32(_mm_add_epi32(t2, _mm_shuffle_epi32(t2, _MM_SHUFFLE(2, 3, 0, 1))));
 }
 
 // _mm512_reduce_max_ps likewise.
@@ -91,23 +90,21 @@ void prepare_affine_row(const FastJob& job, int64_t r) {
   for (int64_t g = 0; g < job.groups; ++g) {
     const float* xg = x + g * gs;
     __m256 max_lo = _mm256_setzero_ps(), max_hi = _mm256_setzero_ps();
-    __m256 sum_lo = _mm256_setzero_ps(), sum_hi = _mm256_setzero_ps();
     for (int j = 0; j < gs; j += 16) {
-      const __m256 v_lo = _mm256_loadu_ps(xg + j), v_hi = _mm256_loadu_ps(xg + j + 8);
-      max_lo = _mm256_max_ps(max_lo, abs_ps(v_lo));
-      max_hi = _mm256_max_ps(max_hi, abs_ps(v_hi));
-      sum_lo = _mm256_add_ps(sum_lo, v_lo);
-      sum_hi = _mm256_add_ps(sum_hi, v_hi);
+      max_lo = _mm256_max_ps(max_lo, abs_ps(_mm256_loadu_ps(xg + j)));
+      max_hi = _mm256_max_ps(max_hi, abs_ps(_mm256_loadu_ps(xg + j + 8)));
     }
     const float amax = reduce_max16(max_lo, max_hi);
-    sums[g] = reduce_add16(sum_lo, sum_hi);
     // amax == 0: every activation of the group is zero and so is its scale.
     const float inv = amax > 0.0f ? levels / amax : 0.0f;
     group_scale[g] = amax / levels;
     const __m256 vinv = _mm256_set1_ps(inv);
+    __m256i qsum = _mm256_setzero_si256();
     for (int j = 0; j < gs; j += 16) {
+      // |x| * levels / amax <= levels: the codes never saturate, so qsum sums the stored codes.
       const __m256i q_lo = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + j), vinv));
       const __m256i q_hi = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 8), vinv));
+      qsum = _mm256_add_epi32(qsum, _mm256_add_epi32(q_lo, q_hi));
       // vpackssdw interleaves the 128-bit lanes; the permute puts the 16 words back in order.
       __m256i q = _mm256_permute4x64_epi64(_mm256_packs_epi32(q_lo, q_hi), _MM_SHUFFLE(3, 1, 2, 0));
       if (bytes) {
@@ -119,6 +116,7 @@ void prepare_affine_row(const FastJob& job, int64_t r) {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(xq + g * gs + j), q);
       }
     }
+    sums[g] = group_scale[g] * static_cast<float>(reduce_add_epi32(qsum));
   }
 }
 

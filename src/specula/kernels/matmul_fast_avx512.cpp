@@ -7,8 +7,11 @@
 // codes is widened to 16-bit words and `vpdpwssd` (AVX-512 VNNI) multiplies them with a broadcast pair of activations,
 // so lane j sums exactly for W row j. At the end of a group, one vector operation per X row applies the 16 rows' scales
 // and biases:
-//   acc = fma(float(isum), scale_w * s_x, acc);  acc = fma(bias_w, sum(x over the group), acc)
-// and the 16 results are stored without a reduction.
+//   acc = fma(float(isum), scale_w * s_x, acc);  acc = fma(bias_w, s_x * sum(q over the group), acc)
+// and the 16 results are stored without a reduction. The bias term sums the quantized activations,
+// not x: the result is then the product of the dequantized weights with the quantized activations,
+// whose rounding error is multiplied by the weights (centred on zero) rather than by the unsigned
+// codes alone (centred on half their range), about half the error (docs/architecture.md §3).
 //
 // Precision::Int8 quantizes X the same way to int8 (127 levels) and multiplies 4 inputs per
 // instruction (`vpdpbusd`, the codes as its unsigned bytes): twice the multiply-adds per
@@ -62,7 +65,7 @@ inline __mmask16 mask16(int64_t n) {
 // ---- affine: preparation of X ------------------------------------------------------------------
 
 // Quantizes X row `r` into job.xq (int16) or job.xq8 (int8, when set), natural order, and
-// job.x_group_scales and job.x_group_sums.
+// job.x_group_scales and job.x_group_sums (the scale times the sum of the group's codes).
 void prepare_affine_row(const FastJob& job, int64_t r) {
   const WeightMatrix& w = *job.w;
   const int gs = w.group_size;
@@ -75,26 +78,25 @@ void prepare_affine_row(const FastJob& job, int64_t r) {
   float* group_scale = job.x_group_scales + r * job.groups;
   for (int64_t g = 0; g < job.groups; ++g) {
     const float* xg = x + g * gs;
-    __m512 vmax = _mm512_setzero_ps(), vsum = _mm512_setzero_ps();
-    for (int j = 0; j < gs; j += 16) {
-      const __m512 v = _mm512_loadu_ps(xg + j);
-      vmax = _mm512_max_ps(vmax, _mm512_abs_ps(v));
-      vsum = _mm512_add_ps(vsum, v);
-    }
+    __m512 vmax = _mm512_setzero_ps();
+    for (int j = 0; j < gs; j += 16) vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_loadu_ps(xg + j)));
     const float amax = _mm512_reduce_max_ps(vmax);
-    sums[g] = _mm512_reduce_add_ps(vsum);
     // amax == 0: every activation of the group is zero and so is its scale.
     const float inv = amax > 0.0f ? levels / amax : 0.0f;
     group_scale[g] = amax / levels;
     const __m512 vinv = _mm512_set1_ps(inv);
+    __m512i qsum = _mm512_setzero_si512();
     for (int j = 0; j < gs; j += 16) {
+      // |x| * levels / amax <= levels: the codes never saturate, so qsum sums the stored codes.
       const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xg + j), vinv));
+      qsum = _mm512_add_epi32(qsum, q);
       if (int8) {
         _mm_storeu_si128(reinterpret_cast<__m128i*>(xq8 + g * gs + j), _mm512_cvtsepi32_epi8(q));
       } else {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(xq + g * gs + j), _mm512_cvtsepi32_epi16(q));
       }
     }
+    sums[g] = group_scale[g] * static_cast<float>(_mm512_reduce_add_epi32(qsum));
   }
 }
 

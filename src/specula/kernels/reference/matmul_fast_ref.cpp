@@ -42,9 +42,10 @@ void affine_quantized_x(const float* x, int64_t m, int64_t ldx, const WeightMatr
     const float* xi = x + i * ldx;
     for (int64_t g = 0; g < groups; ++g) {
       xscale[g] = quantize_group(xi + g * gs, gs, levels, xq.data() + g * gs);
-      double sum = 0.0;
-      for (int j = 0; j < gs; ++j) sum += xi[g * gs + j];
-      xsum[g] = sum;
+      // The bias multiplies the quantized activations too: y is the dequantized weights times them.
+      int64_t code_sum = 0;
+      for (int j = 0; j < gs; ++j) code_sum += xq[g * gs + j];
+      xsum[g] = static_cast<double>(xscale[g]) * static_cast<double>(code_sum);
     }
     for (int64_t n = 0; n < w.rows; ++n) {
       const auto* words = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.data) + n * w.row_bytes());
