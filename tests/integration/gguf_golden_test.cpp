@@ -165,7 +165,9 @@ TEST_P(GgufTypes, LoadedWeightsEqualTheReferenceDequantization) {
     EXPECT_EQ(x.dtype, y.dtype) << name;
     EXPECT_EQ(x.shape, y.shape) << name;
     EXPECT_EQ(x.nbytes, y.nbytes) << name;
-    if (y.shape.size() <= 1) EXPECT_EQ(0, std::memcmp(x.data, y.data, y.nbytes)) << name;
+    if (y.shape.size() <= 1) {
+      EXPECT_EQ(0, std::memcmp(x.data, y.data, y.nbytes)) << name;
+    }
   }
   EXPECT_EQ(described.config.quantization.overrides, loaded.config.quantization.overrides);
   EXPECT_EQ(described.store.total_bytes(), loaded.store.total_bytes());

@@ -177,7 +177,9 @@ TEST(PackedAffine, CodesPromisedNarrowerTakeTheNarrowLayout) {
   WeightMatrix narrow = wt.w;
   narrow.code_bits = 6;
   EXPECT_EQ(packed_code_bits(narrow), six_bit_codes_pay() ? 6 : 8);
-  if (six_bit_codes_pay()) EXPECT_LT(packed_bytes(narrow), packed_bytes(wt.w));
+  if (six_bit_codes_pay()) {
+    EXPECT_LT(packed_bytes(narrow), packed_bytes(wt.w));
+  }
   const std::vector<float> x = test::random_activations(m, k, rng);
   for (const Precision p : {Precision::Fast, Precision::Int8}) {
     std::vector<float> want(m * n), got(m * n);
