@@ -8,7 +8,8 @@
 // flags bit 0: the gemma4-assistant drafter loader instead of the gemma4 target's.
 // flags bit 1: describe instead of converting.
 // The seeds are tiny synthetic drafters (`specula synth --preset tiny-e4b --format gguf --quant Q
-// --drafter F`) in several block types, so mutations reach the conversion of each.
+// --drafter F`) in several block types, so mutations reach the conversion of each, and a tiny
+// target (`--preset tiny-dense --vocab 256 --quant q4_0`), so they reach the target's checks too.
 #include <unistd.h>
 
 #include <cstdio>
