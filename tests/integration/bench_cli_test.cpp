@@ -155,6 +155,17 @@ TEST(BenchCli, LongContextsReportEveryContextAtHalfTheKvBytesInBf16) {
     EXPECT_LE(fb.at("kv_bytes").get<uint64_t>(), fa.at("kv_bytes").get<uint64_t>());
   }
   EXPECT_EQ(a.at("contexts")[1].at("kv_bytes").get<uint64_t>(), 2 * b.at("contexts")[1].at("kv_bytes").get<uint64_t>());
+  // The bound: 1 at the shortest context, below at the longer one, whose step reads more K/V
+  // bytes (twice as many in f32 as in bf16; the weights' bytes are the same in both runs).
+  const auto read = [](const nlohmann::json& j, size_t i) {
+    return j.at("contexts")[i].at("step_read_bytes").get<uint64_t>();
+  };
+  EXPECT_DOUBLE_EQ(a.at("contexts")[0].at("bound_vs_shortest").get<double>(), 1.0);
+  EXPECT_LT(a.at("contexts")[1].at("bound_vs_shortest").get<double>(), 1.0);
+  EXPECT_LT(a.at("contexts")[1].at("bound_vs_shortest").get<double>(),
+            b.at("contexts")[1].at("bound_vs_shortest").get<double>());
+  ASSERT_GT(read(b, 1), read(b, 0));
+  EXPECT_EQ(read(a, 1) - read(a, 0), 2 * (read(b, 1) - read(b, 0)));
   EXPECT_GT(a.at("contexts")[1].at("kv_bytes").get<uint64_t>(), a.at("contexts")[0].at("kv_bytes").get<uint64_t>());
   expect_machine_load(a);
   const Result too_long = run_cli("bench --model " + kE4bLikeQ4Case + "/model --quick --contexts 500000", true);

@@ -7,6 +7,7 @@
 
 #include "specula/bench/bench_report.h"
 #include "specula/bench/synthetic_kv.h"
+#include "specula/io/checkpoint_summary.h"
 #include "specula/kernels/isa.h"
 #include "specula/model/target_benchmark.h"
 #include "specula/model/target_model.h"
@@ -22,6 +23,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 }  // namespace
+
+uint64_t kv_read_bytes_per_step(const TargetConfig& config, KvType type, int64_t context) {
+  if (context <= 0) return 0;
+  uint64_t bytes = 0;
+  for (const LayerGeometry& g : config.layers) {
+    const int64_t window = config.text.sliding_window;
+    const int64_t positions = g.type == LayerType::Sliding && window > 0 ? std::min(context, window) : context;
+    bytes += 2ull * static_cast<uint64_t>(g.num_kv_heads) * static_cast<uint64_t>(kv_head_row_bytes(type, g.head_dim)) *
+             static_cast<uint64_t>(positions);
+  }
+  return bytes;
+}
 
 LongContextOptions LongContextOptions::quick() {
   LongContextOptions o;
@@ -97,8 +110,16 @@ LongContextReport bench_long_context(const std::string& model_dir, const LongCon
     log(fmt::format("context {}: decode {:.2f} tok/s, verify({}) {:.2f}x", f.context, f.decode_tok_per_s,
                     o.verify_width, f.verify_ratio));
   }
-  const double shortest = report.figures.front().decode_tok_per_s;
-  for (ContextFigure& f : report.figures) f.decode_vs_shortest = shortest > 0 ? f.decode_tok_per_s / shortest : 0.0;
+  // What a step reads: the packed copies where the fast kernels have them, and the K/V rows.
+  const uint64_t weight_bytes =
+      model->weights().decode_bytes_per_token(summarize_checkpoint(model->checkpoint()), MatrixBytes::Packed);
+  for (ContextFigure& f : report.figures)
+    f.step_read_bytes = weight_bytes + kv_read_bytes_per_step(model->config(), o.kv_type, f.context);
+  const ContextFigure& first = report.figures.front();
+  for (ContextFigure& f : report.figures) {
+    f.decode_vs_shortest = first.decode_tok_per_s > 0 ? f.decode_tok_per_s / first.decode_tok_per_s : 0.0;
+    f.bound_vs_shortest = static_cast<double>(first.step_read_bytes) / static_cast<double>(f.step_read_bytes);
+  }
   report.machine_load = load_monitor.load();
   report.elapsed_s = std::chrono::duration<double>(Clock::now() - t_start).count();
   return report;
@@ -114,7 +135,9 @@ nlohmann::json long_context_json(const LongContextReport& r) {
                        {"decode_vs_shortest", f.decode_vs_shortest},
                        {"verify_ms", f.verify_ms},
                        {"verify_ratio", f.verify_ratio},
-                       {"kv_bytes", f.kv_bytes}});
+                       {"kv_bytes", f.kv_bytes},
+                       {"step_read_bytes", f.step_read_bytes},
+                       {"bound_vs_shortest", f.bound_vs_shortest}});
   return {{"model", r.model_dir},
           {"cpu_model", r.cpu_model},
           {"kernels", r.kernels},
@@ -133,14 +156,18 @@ std::string long_context_markdown(const LongContextReport& r) {
   std::string out = fmt::format(
       "# specula bench --contexts\n\nCPU {} | kernels {} | {} threads | {} precision | KV cache {}\nmodel {}\n"
       "Caches filled with synthetic rows at each context; one decode step and one verify forward of {} rows timed "
-      "there (median of {} calls each, the contexts taken in turn).\n\n"
-      "| context | decode tok/s | x shortest context | decode ms | verify({}) ms | verify({}) / decode | KV MB |\n"
-      "|---|---|---|---|---|---|---|\n",
+      "there (median of {} calls each, the contexts taken in turn). Bound: the shortest context's bytes read per "
+      "decode step (weights, and every attention layer's K and V) over this context's, the decode ratio if every "
+      "byte streamed at one rate.\n\n"
+      "| context | decode tok/s | x shortest context | bound | MB read / step | decode ms | verify({}) ms | "
+      "verify({}) / decode | KV MB |\n"
+      "|---|---|---|---|---|---|---|---|---|\n",
       r.cpu_model, r.kernels, r.options.threads, precision_name(r.options.precision), kv_type_name(r.options.kv_type),
       r.model_dir, w, r.options.repeats, w, w);
   for (const ContextFigure& f : r.figures)
-    out += fmt::format("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.1f} |\n", f.context, f.decode_tok_per_s,
-                       f.decode_vs_shortest, f.decode_ms, f.verify_ms, f.verify_ratio,
+    out += fmt::format("| {} | {:.2f} | {:.2f} | {:.2f} | {:.1f} | {:.2f} | {:.2f} | {:.2f} | {:.1f} |\n", f.context,
+                       f.decode_tok_per_s, f.decode_vs_shortest, f.bound_vs_shortest,
+                       static_cast<double>(f.step_read_bytes) / 1e6, f.decode_ms, f.verify_ms, f.verify_ratio,
                        static_cast<double>(f.kv_bytes) / (1024.0 * 1024.0));
   out += "\n" + machine_load_line(r.machine_load);
   out += fmt::format("\n{:.0f} s\n", r.elapsed_s);

@@ -4,9 +4,9 @@
 // 32k context takes seconds), then one plain decode step and one verify forward of
 // `verify_width` rows are timed at that context (model/target_benchmark.h TargetStepTimer, the
 // median of `repeats` calls each; every cache is filled first and the contexts are timed in turn,
-// so all of them are held in memory at once): decode tok/s, the verify / decode ratio, and both relative to
-// the shortest context measured. Prefill speed at a long prompt is the suite's figure
-// (`--prompt-tokens 8192`).
+// so all of them are held in memory at once): decode tok/s, the verify / decode ratio, and both
+// relative to the shortest context measured, beside the bound from the bytes a step reads there.
+// Prefill speed at a long prompt is the suite's figure (`--prompt-tokens 8192`).
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "specula/io/config.h"
 #include "specula/kernels/kv_type.h"
 #include "specula/kernels/matmul.h"
 #include "specula/util/machine_load.h"
@@ -45,7 +46,18 @@ struct ContextFigure {
   double verify_ratio = 0.0;        // verify_ms / decode_ms
   double decode_vs_shortest = 0.0;  // decode tok/s / decode tok/s at the shortest context
   uint64_t kv_bytes = 0;            // KV allocated at this context
+  // Bytes one decode step reads here: the weights as the kernels read them plus every attention
+  // layer's K and V (kv_read_bytes_per_step).
+  uint64_t step_read_bytes = 0;
+  // The shortest context's step_read_bytes over this one's: what decode_vs_shortest would be if
+  // the K/V rows streamed as fast as the weights.
+  double bound_vs_shortest = 0.0;
 };
+
+// K and V bytes one decode step's attention reads with `context` cached positions: every
+// attention layer's, the KV-sharing layers included (each reads its donor's cache again), and on
+// sliding layers the newest min(context, sliding_window) positions.
+uint64_t kv_read_bytes_per_step(const TargetConfig& config, KvType type, int64_t context);
 
 struct LongContextReport {
   LongContextOptions options;
