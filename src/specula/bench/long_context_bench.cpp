@@ -26,9 +26,9 @@ using Clock = std::chrono::steady_clock;
 
 uint64_t kv_read_bytes_per_step(const TargetConfig& config, KvType type, int64_t context) {
   if (context <= 0) return 0;
+  const int64_t window = config.text.sliding_window;
   uint64_t bytes = 0;
   for (const LayerGeometry& g : config.layers) {
-    const int64_t window = config.text.sliding_window;
     const int64_t positions = g.type == LayerType::Sliding && window > 0 ? std::min(context, window) : context;
     bytes += 2ull * static_cast<uint64_t>(g.num_kv_heads) * static_cast<uint64_t>(kv_head_row_bytes(type, g.head_dim)) *
              static_cast<uint64_t>(positions);
