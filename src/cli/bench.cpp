@@ -216,7 +216,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print one JSON object instead of the markdown tables");
   cmd->add_option("--precision", args->precision,
                   "matmul precision: exact (f32), fast (low-precision activations) or int8 (int8 activations for "
-                  "quantized matrices)")
+                  "the quantized matrices but the attention's q/k/v projections)")
       ->check(CLI::IsMember({"exact", "fast", "int8"}))
       ->capture_default_str();
   cmd->add_option("--draft-quant", args->draft_quant,

@@ -80,7 +80,7 @@ void add_logits_command(CLI::App& app) {
   cmd->add_option("--precision", args->precision,
                   "matmul precision; exact (default) is the numerics-checking mode the goldens are held to, "
                   "fast uses int16 / bf16 activations in the inner products, as `run` does by default; int8 uses int8 "
-                  "activations for quantized matrices")
+                  "activations for the quantized matrices but the attention's q/k/v projections")
       ->check(CLI::IsMember({"exact", "fast", "int8"}))
       ->capture_default_str();
   add_kv_type_option(cmd, args->kv_type);

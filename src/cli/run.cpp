@@ -67,8 +67,8 @@ void add_run_command(CLI::App& app) {
       ->check(in_range(limits::kContext));
   cmd->add_option("--precision", args->precision,
                   "matmul precision: fast (int16 / bf16 activations in the inner products where the CPU has VNNI / "
-                  "AVX512-BF16), exact (f32) or int8 (as fast, int8 activations for quantized matrices: cheaper "
-                  "multi-row verifies and prefill, far larger rounding error)")
+                  "AVX512-BF16), exact (f32) or int8 (as fast, int8 activations for the quantized matrices but the "
+                  "attention's q/k/v projections: cheaper multi-row verifies and prefill, far larger rounding error)")
       ->check(CLI::IsMember({"exact", "fast", "int8"}))
       ->capture_default_str();
   add_kv_type_option(cmd, args->kv_type);

@@ -67,6 +67,17 @@ bool expects_int8_kernels(const std::string& name) {
   return expects_fast_kernels(name) && name.find("bf16") == std::string::npos;
 }
 
+// llama.cpp's default CPU path (int8 activations in blocks of 32) on the same golden weights,
+// converted exactly: its maximum relative logit error, measured beside specula. Int8 must be at
+// least as accurate where a figure exists.
+double peer_int8_error(const std::string& name) {
+  if (name == "e4b-like-q4g64-mlx") return 0.226;
+  if (name == "moe-q4g64-mlx") return 0.816;
+  if (name == "kveq-q8g64-mlx") return 0.191;  // its weights re-quantized to Q8_0
+  if (name == "dense-bf16-hf") return 0.069;
+  return 1.0;  // the logits' own scale: a kernel reading the wrong codes is far above it
+}
+
 // Speculative decoding (drafter with gamma 1, 3 and auto; prompt lookup) equals plain decoding
 // in `precision`, with a prompt of three sliding windows and four windows of output.
 void expect_speculative_equals_plain(const std::string& name, Precision precision) {
@@ -150,8 +161,8 @@ TEST_P(FastPrecision, LogitsWithin3e2AndGreedyTokensWhereTheMarginExceeds0p1) {
   }
 }
 
-// Int8 logits: printed beside fast mode's, different from them where the int8 kernels run, and
-// still the model's (well under the logits' own scale: a kernel reading the wrong codes is not).
+// Int8 logits: printed beside fast mode's, different from them where the int8 kernels run, and at
+// least as near the golden as the peer's.
 TEST_P(FastPrecision, Int8LogitsDifferFromFastAndStayNearTheGolden) {
   const fs::path dir = golden_root() / GetParam();
   const nlohmann::json expected = read_json_file((dir / "expected.json").string());
@@ -169,7 +180,7 @@ TEST_P(FastPrecision, Int8LogitsDifferFromFastAndStayNearTheGolden) {
   const double rel = relative_error(out, want_logits);
   std::printf("[int8] %-24s max relative error %.3e (fast %.3e)\n", GetParam().c_str(), rel,
               relative_error(ref, want_logits));
-  EXPECT_LT(rel, 1.0) << GetParam();
+  EXPECT_LT(rel, peer_int8_error(GetParam())) << GetParam();
   const bool int8_kernels = expects_int8_kernels(GetParam());
   bool differs = false;
   for (size_t r = 0; r < prompt.size(); ++r)

@@ -9,7 +9,8 @@ namespace specula {
 namespace {
 
 // q (and k, v with K/V projections) of every row, from one fused matmul when there is one.
-void project(const AttentionWeights& w, int64_t n, AttentionBuffers& buf, const Linear& linear) {
+void project(const AttentionWeights& w, int64_t n, AttentionBuffers& buf, const Linear& layer_linear) {
+  const Linear linear = layer_linear.attention_inputs();
   const int64_t qw = w.heads * w.head_dim;
   const int64_t kvw = w.kv_heads * w.head_dim;
   const bool k_eq_v = w.v_proj == nullptr;

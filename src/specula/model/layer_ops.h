@@ -46,6 +46,14 @@ struct Linear {
   void operator()(const float* x, int64_t n, const WeightMatrix& w, float* y) const {
     matmul(x, n, w, y, pool, precision_for(w));
   }
+  // The attention's q, k and v projections: under int8 they keep fast's int16 activations. Their
+  // rounding errors reach the attention scores, which the softmax exponentiates: there int8 cost
+  // about half of its logits' error for a small share of its speed (docs/performance.md).
+  Linear attention_inputs() const {
+    Linear l = *this;
+    if (l.precision == Precision::Int8) l.precision = Precision::Fast;
+    return l;
+  }
 };
 
 void add_rows(float* x, const float* y, int64_t n);  // x += y, n floats
