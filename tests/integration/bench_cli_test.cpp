@@ -167,6 +167,19 @@ TEST(BenchCli, LongContextsReportEveryContextAtHalfTheKvBytesInBf16) {
   ASSERT_GT(read(b, 1), read(b, 0));
   EXPECT_EQ(read(a, 1) - read(a, 0), 2 * (read(b, 1) - read(b, 0)));
   EXPECT_GT(a.at("contexts")[1].at("kv_bytes").get<uint64_t>(), a.at("contexts")[0].at("kv_bytes").get<uint64_t>());
+  // The rate the added K/V bytes were read at: the bytes beyond the shortest context's over the
+  // extra decode time (none at the shortest context), beside the plain read's samples.
+  for (const nlohmann::json* j : {&a, &b}) {
+    const nlohmann::json& c = j->at("contexts");
+    EXPECT_EQ(c[0].at("kv_read_gb_per_s").get<double>(), 0.0);
+    const double extra_ms = c[1].at("decode_ms").get<double>() - c[0].at("decode_ms").get<double>();
+    const double extra_bytes = static_cast<double>(read(*j, 1) - read(*j, 0));
+    EXPECT_NEAR(c[1].at("kv_read_gb_per_s").get<double>(), extra_ms > 0 ? extra_bytes / extra_ms / 1e6 : 0.0, 1e-9);
+    const double median = j->at("read_bandwidth_gb_per_s_median").get<double>();
+    EXPECT_TRUE(positive_finite(j->at("read_bandwidth_gb_per_s_min")));
+    EXPECT_LE(j->at("read_bandwidth_gb_per_s_min").get<double>(), median);
+    EXPECT_GE(j->at("read_bandwidth_gb_per_s").get<double>(), median) << "the best pass";
+  }
   expect_machine_load(a);
   const Result too_long = run_cli("bench --model " + kE4bLikeQ4Case + "/model --quick --contexts 500000", true);
   EXPECT_EQ(too_long.code, 1);

@@ -37,7 +37,10 @@ inline std::unique_ptr<Drafter> load_golden_drafter(const std::string& name, con
 // `run` over the case's prompt with its drafter: 16 tokens at γ 3 on one thread.
 inline std::string golden_run_command(const std::string& name) {
   std::string tokens;
-  for (int32_t t : golden_prompt(name)) tokens += (tokens.empty() ? "" : ",") + std::to_string(t);
+  for (int32_t t : golden_prompt(name)) {
+    if (!tokens.empty()) tokens += ',';
+    tokens += std::to_string(t);
+  }
   const std::filesystem::path dir = golden_root() / name;
   return "run --model " + (dir / "model").string() + " --draft " + (dir / "drafter").string() +
          " --gamma 3 --max-tokens 16 --ignore-eos --threads 1 --tokens " + tokens;

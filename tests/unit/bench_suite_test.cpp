@@ -4,6 +4,7 @@
 // a tiny preset.
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -104,6 +105,16 @@ TEST(BenchSuite, PeakRssIsReported) {
   EXPECT_GT(peak_rss_bytes(), 0u);
   reset_peak_rss();  // may be unsupported; must not throw or break the next read
   EXPECT_GT(peak_rss_bytes(), 0u);
+}
+
+// The probe bench --contexts samples between its rounds: one pass per sample, each a rate.
+TEST(BenchSuite, ReadBandwidthProbeSamplesOnePassAtATime) {
+  ThreadPool pool(2);
+  ReadBandwidthProbe probe(pool, 8ull << 20);
+  for (int i = 0; i < 3; ++i) {
+    const double gbs = probe.sample_gbs();
+    EXPECT_TRUE(std::isfinite(gbs) && gbs > 0.0) << gbs;
+  }
 }
 
 TEST(BenchSyntheticModels, WrittenOnceReusedAndRewrittenWhenDamaged) {

@@ -8,6 +8,7 @@
 
 #include "specula/bench/long_context_bench.h"
 #include "specula/io/config.h"
+#include "specula/util/error.h"
 
 namespace specula {
 namespace {
@@ -30,6 +31,20 @@ TEST(LongContextBench, KvReadsCountEverySharingLayerAndTheSlidingWindow) {
   EXPECT_EQ(bench::kv_read_bytes_per_step(c, KvType::Bf16, 100), (100u * 2048 + 8u * 3072) / 2);
   // q8: per head row of 64 (32) elements, 64 + 4 (32 + 2) bytes.
   EXPECT_EQ(bench::kv_read_bytes_per_step(c, KvType::Q8, 100), 100u * 2 * 2 * 2 * 68 + 8u * 6 * 2 * 2 * 34);
+}
+
+TEST(LongContextBench, OptionsOutOfRangeAreRefused) {
+  EXPECT_NO_THROW(bench::LongContextOptions{}.validate());
+  EXPECT_NO_THROW(bench::LongContextOptions::quick().validate());
+  bench::LongContextOptions o;
+  o.contexts = {};
+  EXPECT_THROW(o.validate(), Error);
+  o = bench::LongContextOptions{};
+  o.repeats = 0;
+  EXPECT_THROW(o.validate(), Error);
+  o = bench::LongContextOptions{};
+  o.bandwidth_bytes = 4096;
+  EXPECT_THROW(o.validate(), Error);
 }
 
 }  // namespace

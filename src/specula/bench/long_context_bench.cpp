@@ -14,6 +14,8 @@
 #include "specula/util/cpu_info.h"
 #include "specula/util/elapsed.h"
 #include "specula/util/error.h"
+#include "specula/util/median.h"
+#include "specula/util/memory_bandwidth.h"
 #include "specula/util/progress.h"
 
 namespace specula::bench {
@@ -21,6 +23,11 @@ namespace specula::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// GB/s of `bytes` read in `ms`; 0 where either is not positive.
+double added_bytes_rate_gbs(uint64_t bytes, double ms) {
+  return bytes > 0 && ms > 0 ? static_cast<double>(bytes) / ms / 1e6 : 0.0;
+}
 
 }  // namespace
 
@@ -39,6 +46,7 @@ uint64_t kv_read_bytes_per_step(const TargetConfig& config, KvType type, int64_t
 LongContextOptions LongContextOptions::quick() {
   LongContextOptions o;
   o.repeats = 1;
+  o.bandwidth_bytes = 16ull << 20;
   return o;
 }
 
@@ -49,6 +57,7 @@ void LongContextOptions::validate() const {
   if (threads < 1 || threads > 1024) fail("bench: thread count {} must be in [1, 1024]", threads);
   if (repeats < 1) fail("bench: repeats {} must be >= 1", repeats);
   if (verify_width < 2) fail("bench: verify width {} must be >= 2", verify_width);
+  if (bandwidth_bytes < (1ull << 20)) fail("bench: bandwidth buffer of {} bytes must be >= 1 MiB", bandwidth_bytes);
 }
 
 LongContextReport bench_long_context(const std::string& model_dir, const LongContextOptions& o,
@@ -98,8 +107,16 @@ LongContextReport bench_long_context(const std::string& model_dir, const LongCon
   std::vector<TargetStepTimer> timers;
   timers.reserve(caches.size());
   for (TargetCache& cache : caches) timers.emplace_back(*model, cache, token, o.verify_width, pool);
-  for (int64_t i = 0; i < o.repeats; ++i)
+  ReadBandwidthProbe bandwidth(pool, o.bandwidth_bytes);
+  bandwidth.sample_gbs();  // warm-up
+  std::vector<double> read_gbs;
+  for (int64_t i = 0; i < o.repeats; ++i) {
     for (TargetStepTimer& t : timers) t.sample();
+    read_gbs.push_back(bandwidth.sample_gbs());
+  }
+  report.read_gb_per_s = *std::max_element(read_gbs.begin(), read_gbs.end());
+  report.read_gb_per_s_median = median(read_gbs);
+  report.read_gb_per_s_min = *std::min_element(read_gbs.begin(), read_gbs.end());
   for (size_t i = 0; i < timers.size(); ++i) {
     ContextFigure& f = report.figures[i];
     const StepCosts c = timers[i].costs();
@@ -119,6 +136,7 @@ LongContextReport bench_long_context(const std::string& model_dir, const LongCon
   for (ContextFigure& f : report.figures) {
     f.decode_vs_shortest = first.decode_tok_per_s > 0 ? f.decode_tok_per_s / first.decode_tok_per_s : 0.0;
     f.bound_vs_shortest = static_cast<double>(first.step_read_bytes) / static_cast<double>(f.step_read_bytes);
+    f.kv_read_gb_per_s = added_bytes_rate_gbs(f.step_read_bytes - first.step_read_bytes, f.decode_ms - first.decode_ms);
   }
   report.machine_load = load_monitor.load();
   report.elapsed_s = std::chrono::duration<double>(Clock::now() - t_start).count();
@@ -137,7 +155,8 @@ nlohmann::json long_context_json(const LongContextReport& r) {
                        {"verify_ratio", f.verify_ratio},
                        {"kv_bytes", f.kv_bytes},
                        {"step_read_bytes", f.step_read_bytes},
-                       {"bound_vs_shortest", f.bound_vs_shortest}});
+                       {"bound_vs_shortest", f.bound_vs_shortest},
+                       {"kv_read_gb_per_s", f.kv_read_gb_per_s}});
   return {{"model", r.model_dir},
           {"cpu_model", r.cpu_model},
           {"kernels", r.kernels},
@@ -146,6 +165,9 @@ nlohmann::json long_context_json(const LongContextReport& r) {
           {"kv_type", kv_type_name(r.options.kv_type)},
           {"repeats", r.options.repeats},
           {"verify_width", r.options.verify_width},
+          {"read_bandwidth_gb_per_s", r.read_gb_per_s},
+          {"read_bandwidth_gb_per_s_median", r.read_gb_per_s_median},
+          {"read_bandwidth_gb_per_s_min", r.read_gb_per_s_min},
           {"contexts", figures},
           {"machine_load", machine_load_json(r.machine_load)},
           {"elapsed_s", r.elapsed_s}};
@@ -154,21 +176,25 @@ nlohmann::json long_context_json(const LongContextReport& r) {
 std::string long_context_markdown(const LongContextReport& r) {
   const int64_t w = r.options.verify_width;
   std::string out = fmt::format(
-      "# specula bench --contexts\n\nCPU {} | kernels {} | {} threads | {} precision | KV cache {}\nmodel {}\n"
+      "# specula bench --contexts\n\nCPU {} | kernels {} | read bandwidth {:.1f} GB/s (median {:.1f}, slowest "
+      "{:.1f}) | {} threads | {} precision | KV cache {}\nmodel {}\n"
       "Caches filled with synthetic rows at each context; one decode step and one verify forward of {} rows timed "
-      "there (median of {} calls each, the contexts taken in turn). Bound: the shortest context's bytes read per "
-      "decode step (weights, and every attention layer's K and V) over this context's, the decode ratio if every "
-      "byte streamed at one rate.\n\n"
-      "| context | decode tok/s | x shortest context | bound | MB read / step | decode ms | verify({}) ms | "
-      "verify({}) / decode | KV MB |\n"
-      "|---|---|---|---|---|---|---|---|---|\n",
-      r.cpu_model, r.kernels, r.options.threads, precision_name(r.options.precision), kv_type_name(r.options.kv_type),
-      r.model_dir, w, r.options.repeats, w, w);
+      "there (median of {} calls each, the contexts taken in turn, one pass of a plain read after each round: the "
+      "read bandwidth is the best pass). Bound: the shortest context's bytes read per decode step (weights, and "
+      "every attention layer's K and V) over this context's, the decode ratio if every byte streamed at one rate. "
+      "K/V GB/s: the bytes a step reads beyond the shortest context's over its extra decode time, the "
+      "rate the attention drew its added rows at.\n\n"
+      "| context | decode tok/s | x shortest context | bound | MB read / step | K/V GB/s | decode ms | verify({}) ms "
+      "| verify({}) / decode | KV MB |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n",
+      r.cpu_model, r.kernels, r.read_gb_per_s, r.read_gb_per_s_median, r.read_gb_per_s_min, r.options.threads,
+      precision_name(r.options.precision), kv_type_name(r.options.kv_type), r.model_dir, w, r.options.repeats, w, w);
   for (const ContextFigure& f : r.figures)
-    out += fmt::format("| {} | {:.2f} | {:.2f} | {:.2f} | {:.1f} | {:.2f} | {:.2f} | {:.2f} | {:.1f} |\n", f.context,
-                       f.decode_tok_per_s, f.decode_vs_shortest, f.bound_vs_shortest,
-                       static_cast<double>(f.step_read_bytes) / 1e6, f.decode_ms, f.verify_ms, f.verify_ratio,
-                       static_cast<double>(f.kv_bytes) / (1024.0 * 1024.0));
+    out += fmt::format("| {} | {:.2f} | {:.2f} | {:.2f} | {:.1f} | {} | {:.2f} | {:.2f} | {:.2f} | {:.1f} |\n",
+                       f.context, f.decode_tok_per_s, f.decode_vs_shortest, f.bound_vs_shortest,
+                       static_cast<double>(f.step_read_bytes) / 1e6,
+                       f.kv_read_gb_per_s > 0 ? fmt::format("{:.1f}", f.kv_read_gb_per_s) : std::string("-"),
+                       f.decode_ms, f.verify_ms, f.verify_ratio, static_cast<double>(f.kv_bytes) / (1024.0 * 1024.0));
   out += "\n" + machine_load_line(r.machine_load);
   out += fmt::format("\n{:.0f} s\n", r.elapsed_s);
   return out;

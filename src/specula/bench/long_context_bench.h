@@ -6,6 +6,8 @@
 // median of `repeats` calls each; every cache is filled first and the contexts are timed in turn,
 // so all of them are held in memory at once): decode tok/s, the verify / decode ratio, and both
 // relative to the shortest context measured, beside the bound from the bytes a step reads there.
+// The machine's read bandwidth is sampled in turn with the steps: how fast the added K/V rows were
+// drawn is only meaningful against what a plain read got at the same time.
 // Prefill speed at a long prompt is the suite's figure (`--prompt-tokens 8192`).
 #include <cstdint>
 #include <functional>
@@ -31,8 +33,10 @@ struct LongContextOptions {
   int64_t verify_width = 4;  // rows of the verify forward (gamma + 1)
   uint32_t seed = 1;
   std::string packed_cache_dir;
+  uint64_t bandwidth_bytes = 256ull << 20;  // the read-bandwidth probe's buffer, well beyond the caches
 
-  static LongContextOptions quick();  // one call per figure (smoke tests)
+  // One call per figure and a small probe buffer (smoke tests).
+  static LongContextOptions quick();
   // Throws specula::Error naming the option and its value when one is out of range.
   void validate() const;
 };
@@ -52,6 +56,10 @@ struct ContextFigure {
   // The shortest context's step_read_bytes over this one's: what decode_vs_shortest would be if
   // the K/V rows streamed as fast as the weights.
   double bound_vs_shortest = 0.0;
+  // The bytes this step reads beyond the shortest context's over its extra decode time: the rate
+  // the attention drew its added K/V rows at, to hold against the read bandwidth (0 at the
+  // shortest context, or where the step was not slower).
+  double kv_read_gb_per_s = 0.0;
 };
 
 // K and V bytes one decode step's attention reads with `context` cached positions: every
@@ -64,6 +72,9 @@ struct LongContextReport {
   std::string model_dir;
   std::string cpu_model, kernels;
   std::vector<ContextFigure> figures;  // ascending context
+  // One pass of the read-bandwidth probe after each round of timed steps: the best pass (the
+  // suite's figure), their median and the slowest.
+  double read_gb_per_s = 0.0, read_gb_per_s_median = 0.0, read_gb_per_s_min = 0.0;
   std::optional<MachineLoad> machine_load;
   double elapsed_s = 0.0;
 };

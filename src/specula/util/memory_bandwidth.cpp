@@ -11,36 +11,44 @@
 
 namespace specula {
 
-double measure_read_bandwidth_gbs(ThreadPool& pool, uint64_t bytes, int passes) {
-  const uint64_t n = std::max<uint64_t>(bytes / sizeof(uint64_t), 1024);
-  std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
-  pool.parallel_for(static_cast<int64_t>(n), 4096, [&](int, int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
+ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, uint64_t bytes)
+    : pool_(pool),
+      words_(std::max<uint64_t>(bytes / sizeof(uint64_t), 1024)),
+      buf_(new uint64_t[words_]),
+      sums_(static_cast<size_t>(pool.size()), 0) {
+  pool_.parallel_for(static_cast<int64_t>(words_), 4096, [&](int, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) buf_[i] = static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
   });
-  std::vector<uint64_t> sums(static_cast<size_t>(pool.size()), 0);
-  double best = 0.0;
-  for (int pass = 0; pass <= passes; ++pass) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(static_cast<int64_t>(n), 4096, [&](int worker, int64_t b, int64_t e) {
-      // Four independent accumulators so the adds do not serialize on one register.
-      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      int64_t i = b;
-      for (; i + 4 <= e; i += 4) {
-        s0 += buf[i];
-        s1 += buf[i + 1];
-        s2 += buf[i + 2];
-        s3 += buf[i + 3];
-      }
-      for (; i < e; ++i) s0 += buf[i];
-      sums[static_cast<size_t>(worker)] += s0 + s1 + s2 + s3;
-    });
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (pass > 0 && s > 0) best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / s / 1e9);
-  }
-  // Keep the sums observable so the loads are not optimized away.
+}
+
+double ReadBandwidthProbe::sample_gbs() {
+  const uint64_t* buf = buf_.get();
+  const auto t0 = std::chrono::steady_clock::now();
+  pool_.parallel_for(static_cast<int64_t>(words_), 4096, [&](int worker, int64_t b, int64_t e) {
+    // Four independent accumulators so the adds do not serialize on one register.
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t i = b;
+    for (; i + 4 <= e; i += 4) {
+      s0 += buf[i];
+      s1 += buf[i + 1];
+      s2 += buf[i + 2];
+      s3 += buf[i + 3];
+    }
+    for (; i < e; ++i) s0 += buf[i];
+    sums_[static_cast<size_t>(worker)] += s0 + s1 + s2 + s3;
+  });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   volatile uint64_t sink = 0;
-  for (uint64_t v : sums) sink = sink + v;
+  for (uint64_t v : sums_) sink = sink + v;
   (void)sink;
+  return s > 0 ? static_cast<double>(words_ * sizeof(uint64_t)) / s / 1e9 : 0.0;
+}
+
+double measure_read_bandwidth_gbs(ThreadPool& pool, uint64_t bytes, int passes) {
+  ReadBandwidthProbe probe(pool, bytes);
+  probe.sample_gbs();  // warm-up
+  double best = 0.0;
+  for (int pass = 0; pass < passes; ++pass) best = std::max(best, probe.sample_gbs());
   return best;
 }
 
