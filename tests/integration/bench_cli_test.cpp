@@ -172,6 +172,10 @@ TEST(BenchCli, LongContextsReportEveryContextAtHalfTheKvBytesInBf16) {
   for (const nlohmann::json* j : {&a, &b}) {
     const nlohmann::json& c = j->at("contexts");
     EXPECT_EQ(c[0].at("kv_read_gb_per_s").get<double>(), 0.0);
+    EXPECT_EQ(c[0].at("decode_vs_shortest_paired").get<double>(), 1.0) << "each round's step over itself";
+    // One round (--quick): the paired ratio is that round's, which is also the ratio of the medians.
+    EXPECT_NEAR(c[1].at("decode_vs_shortest_paired").get<double>(),
+                c[0].at("decode_ms").get<double>() / c[1].at("decode_ms").get<double>(), 1e-9);
     const double extra_ms = c[1].at("decode_ms").get<double>() - c[0].at("decode_ms").get<double>();
     const double extra_bytes = static_cast<double>(read(*j, 1) - read(*j, 0));
     EXPECT_NEAR(c[1].at("kv_read_gb_per_s").get<double>(), extra_ms > 0 ? extra_bytes / extra_ms / 1e6 : 0.0, 1e-9);

@@ -49,7 +49,11 @@ struct ContextFigure {
   double verify_ms = 0.0;
   double verify_ratio = 0.0;        // verify_ms / decode_ms
   double decode_vs_shortest = 0.0;  // decode tok/s / decode tok/s at the shortest context
-  uint64_t kv_bytes = 0;            // KV allocated at this context
+  // The same ratio round by round: the median over the rounds of the shortest context's decode
+  // step time over this context's in the same round, which the machine's drift within a run moves
+  // less than the ratio of the two medians.
+  double decode_vs_shortest_paired = 0.0;
+  uint64_t kv_bytes = 0;  // KV allocated at this context
   // Bytes one decode step reads here: the weights as the kernels read them plus every attention
   // layer's K and V (kv_read_bytes_per_step).
   uint64_t step_read_bytes = 0;

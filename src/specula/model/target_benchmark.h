@@ -55,6 +55,8 @@ class TargetStepTimer {
   void sample();
   // The median of each width's calls so far (at least one sample()).
   StepCosts costs() const;
+  // Every decode step's time so far (ms), one per sample() in the order taken.
+  const std::vector<double>& decode_samples() const { return samples_[1]; }
 
  private:
   const TargetModel& model_;
