@@ -57,10 +57,11 @@ VisionTowerPreset small_vision() { return {768, 16, 12, 64, 3072, 16, 10240, fal
 VisionTowerPreset large_vision() { return {1152, 27, 16, 72, 4304, 16, 10240, true, false}; }  // 26B-A4B, 31B
 AudioTowerPreset conformer_audio() { return {1024, 12, 8, {128, 32}, 128, 5, 1536}; }          // E2B, E4B
 
-// Test-sized towers with the real tensor names. The position table (2 x 1024 x 64 bf16, 256 KiB)
-// spans whole pages far from its neighbours, so tests can see that loading never touches it.
+// Test-sized towers with the real tensor names. The position table (2 x 16384 x 64 bf16, 4 MiB)
+// has its middle 2 MiB from its neighbours, beyond even a huge-page-sized page-cache folio mapped
+// whole around one of their pages, so tests can see that loading never touches it.
 VisionTowerPreset tiny_vision(bool standardize, bool clipped) {
-  return {64, 2, 2, 32, 128, 4, 1024, standardize, clipped};
+  return {64, 2, 2, 32, 128, 4, 16384, standardize, clipped};
 }
 AudioTowerPreset tiny_audio() { return {32, 2, 2, {8, 4}, 16, 5, 48}; }
 
