@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,20 @@ TEST(BenchSuite, ForwardFloorFromTwoRoofs) {
   EXPECT_DOUBLE_EQ(g.at(2), 20000.0);
   EXPECT_TRUE(bench::forward_floor_ms({{2, 5.0}}, 50.0, 1.0).empty());
   EXPECT_TRUE(bench::forward_floor_ms({{1, 5.0}}, 0.0, 1.0).empty());
+}
+
+// Under int8 a quarter of the bytes (say) go at the int16 kernels' rate: the time per byte is the
+// shares' weighted sum of the two rates' times.
+TEST(BenchSuite, BlendedRatesAddTheSharesTimes) {
+  const std::map<int64_t, double> int8 = {{1, 100.0}, {2, 60.0}}, int16 = {{1, 50.0}, {2, 60.0}, {3, 10.0}};
+  const auto r = bench::blend_rates(int8, int16, 0.25);
+  ASSERT_EQ(r.size(), 2u) << "only the widths both have";
+  EXPECT_DOUBLE_EQ(r.at(1), 80.0);  // 1 / (0.75 / 100 + 0.25 / 50)
+  EXPECT_DOUBLE_EQ(r.at(2), 60.0);
+  EXPECT_DOUBLE_EQ(bench::blend_rates(int8, int16, 0.0).at(1), 100.0);
+  EXPECT_DOUBLE_EQ(bench::blend_rates(int8, int16, 1.0).at(1), 50.0);
+  EXPECT_TRUE(bench::blend_rates({{1, 0.0}}, int16, 0.5).empty());
+  EXPECT_THROW(bench::blend_rates(int8, int16, 1.5), Error);
 }
 
 TEST(BenchSuite, PrefillRoofIsTheRateTimesTheRowsOverTheBytes) {

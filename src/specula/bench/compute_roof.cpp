@@ -117,6 +117,18 @@ double measure_prefill_roof(const WeightMatrix& like, int64_t rows, Precision pr
   return in_cache_rates(like, {rows}, precision, pool).at(rows);
 }
 
+std::map<int64_t, double> blend_rates(const std::map<int64_t, double>& a, const std::map<int64_t, double>& b,
+                                      double share_b) {
+  if (!(share_b >= 0.0 && share_b <= 1.0)) fail("bench: rate share {} must be in [0, 1]", share_b);
+  std::map<int64_t, double> out;
+  for (const auto& [rows, ra] : a) {
+    const auto it = b.find(rows);
+    if (it == b.end() || !(ra > 0.0) || !(it->second > 0.0)) continue;
+    out[rows] = 1.0 / ((1.0 - share_b) / ra + share_b / it->second);
+  }
+  return out;
+}
+
 std::map<int64_t, double> forward_floor_ms(const std::map<int64_t, double>& roof, double bandwidth_bytes_per_s,
                                            double bytes) {
   std::map<int64_t, double> out;

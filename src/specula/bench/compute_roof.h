@@ -23,6 +23,11 @@ namespace specula::bench {
 std::map<int64_t, double> measure_compute_roof(const WeightMatrix& like, int64_t max_rows, Precision precision,
                                                ThreadPool& pool);
 
+// The rate of work a fraction `share_b` (0..1) of whose bytes goes at rates `b` and the rest at
+// rates `a`, for every width both have: 1 / ((1 - share_b) / a + share_b / b).
+std::map<int64_t, double> blend_rates(const std::map<int64_t, double>& a, const std::map<int64_t, double>& b,
+                                      double share_b);
+
 // The least time (ms) a forward of w rows can take on this machine, for every w of `roof`:
 // max(bytes / bandwidth, bytes / roof[w]), where a rate above a narrower width's counts as that
 // width's (more rows never take less). Empty without roof[1] or a positive bandwidth.

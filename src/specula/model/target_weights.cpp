@@ -178,6 +178,16 @@ uint64_t TargetWeights::matrix_bytes_per_token(bool as_packed) const {
   return sum_over_decode_matrices([as_packed](const WeightMatrix& w) { return stored_or_packed_bytes(w, as_packed); });
 }
 
+uint64_t TargetWeights::attention_input_bytes_per_token(bool as_packed) const {
+  uint64_t b = 0;
+  for (const TargetLayerWeights& L : layers) {
+    b += stored_or_packed_bytes(L.q_proj, as_packed);
+    if (L.k_proj) b += stored_or_packed_bytes(*L.k_proj, as_packed);
+    if (L.v_proj) b += stored_or_packed_bytes(*L.v_proj, as_packed);
+  }
+  return b;
+}
+
 std::vector<WeightMatrix*> TargetWeights::matmul_matrices() {
   std::vector<WeightMatrix*> out = {&lm_head};
   if (ple_width > 0) out.push_back(&per_layer_model_projection);

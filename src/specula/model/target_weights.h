@@ -75,6 +75,8 @@ struct TargetWeights {
   uint64_t matrix_bytes_per_token(bool as_packed) const;
   // The same counted as `how` says (model/weight_bytes.cpp, beside the matmul kernels it asks).
   uint64_t matrix_bytes_per_token(MatrixBytes how) const;
+  // The part of matrix_bytes_per_token(as_packed) in the attention's q, k and v projections.
+  uint64_t attention_input_bytes_per_token(bool as_packed) const;
   // Weight bytes one decode step reads: `summary`'s bytes_per_token (every tensor as stored, the
   // top_k_experts routed experts of each MoE layer included) with the matrices, those experts'
   // too, counted as `how` says. What `bench` reports and `inspect` prints (model/weight_bytes.cpp).
