@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -129,25 +130,13 @@ double int16_share(const TargetModel& model, Precision precision) {
   return all > 0 ? static_cast<double>(model.weights().attention_input_bytes_per_token(true)) / all : 0.0;
 }
 
-// The matmul kernels' in-cache rates for 1..max_rows rows as the model's forward mixes them.
-std::map<int64_t, double> model_compute_roof(const TargetModel& model, int64_t max_rows, Precision precision,
-                                             ThreadPool& pool) {
-  const WeightMatrix& like = model.weights().lm_head;
-  const std::map<int64_t, double> roof = measure_compute_roof(like, max_rows, precision, pool);
+// In-cache rates by width as the model's forward mixes the kernels: `measure` times them in one
+// precision; under int8 its int16 rates are blended in by int16_share.
+std::map<int64_t, double> model_rates(const TargetModel& model, Precision precision,
+                                      const std::function<std::map<int64_t, double>(Precision)>& measure) {
+  const std::map<int64_t, double> rates = measure(precision);
   const double share = int16_share(model, precision);
-  if (share <= 0.0) return roof;
-  return blend_rates(roof, measure_compute_roof(like, max_rows, Precision::Fast, pool), share);
-}
-
-// The same for a prefill chunk of `rows` rows.
-double model_prefill_roof(const TargetModel& model, int64_t rows, Precision precision, ThreadPool& pool) {
-  const WeightMatrix& like = model.weights().lm_head;
-  const double rate = measure_prefill_roof(like, rows, precision, pool);
-  const double share = int16_share(model, precision);
-  if (share <= 0.0) return rate;
-  const std::map<int64_t, double> blended =
-      blend_rates({{rows, rate}}, {{rows, measure_prefill_roof(like, rows, Precision::Fast, pool)}}, share);
-  return blended.count(rows) != 0 ? blended.at(rows) : rate;
+  return share > 0.0 ? blend_rates(rates, measure(Precision::Fast), share) : rates;
 }
 
 }  // namespace
@@ -324,12 +313,18 @@ ModelFigures bench_model(const ModelToBench& m, const SuiteOptions& o, const Log
 
     ThreadFigures tf;
     tf.threads = t;
-    tf.compute_roof_bytes_per_s = model_compute_roof(*model, o.max_verify_width, o.precision, pool);
+    const WeightMatrix& like = model->weights().lm_head;
+    tf.compute_roof_bytes_per_s = model_rates(
+        *model, o.precision, [&](Precision p) { return measure_compute_roof(like, o.max_verify_width, p, pool); });
     log(fmt::format("{}: matmul kernels in cache, {} thread(s), GB of weights/s: 1 row {:.0f}, {} rows {:.0f}", m.name,
                     t, tf.compute_roof_bytes_per_s.at(1) / 1e9, o.max_verify_width,
                     tf.compute_roof_bytes_per_s.at(o.max_verify_width) / 1e9));
     tf.prefill_roof_rows = std::min(o.prompt_tokens, to.prefill_chunk);
-    tf.prefill_roof_bytes_per_s = model_prefill_roof(*model, tf.prefill_roof_rows, o.precision, pool);
+    const int64_t rows = tf.prefill_roof_rows;
+    const std::map<int64_t, double> prefill_roof = model_rates(*model, o.precision, [&](Precision p) {
+      return std::map<int64_t, double>{{rows, measure_prefill_roof(like, rows, p, pool)}};
+    });
+    tf.prefill_roof_bytes_per_s = prefill_roof.count(rows) != 0 ? prefill_roof.at(rows) : 0.0;
     tf.prefill_tok_per_s = median(s.prefill_tok_per_s);
     tf.ttft_ms = median(s.ttft_ms);
     tf.decode_tok_per_s = median(s.decode_tok_per_s);
